@@ -1,0 +1,171 @@
+"""The event log: Parquet schemas, a buffered part writer that survives SIGKILL, and the run.json manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+
+EVENTS = pa.schema([
+    ("t_ns", pa.int64()), ("req_id", pa.int64()), ("kind", pa.dictionary(pa.int8(), pa.string())),
+    ("instance", pa.string()), ("tokens", pa.int32()), ("cached_tokens", pa.int32()),
+    ("tier", pa.string()), ("nbytes", pa.int64()), ("detail", pa.string()),
+])
+REQUESTS = pa.schema([
+    ("req_id", pa.int64()), ("session_id", pa.int64()), ("turn", pa.int32()), ("arrival_ns", pa.int64()),
+    ("input_tokens", pa.int32()), ("output_tokens", pa.int32()), ("reason_tokens", pa.int32()),
+    ("block_tokens", pa.int32()), ("n_blocks", pa.int32()), ("trace_reuse_tokens", pa.int32()),
+    ("workload", pa.string()),
+])
+STEPS = pa.schema([
+    ("instance", pa.string()), ("t_ns", pa.int64()), ("end_ns", pa.int64()), ("n_steps", pa.int32()),
+    ("batch", pa.int32()), ("prefill_tokens", pa.int32()), ("decode_tokens", pa.int32()),
+    ("kv_blocks_used", pa.int64()), ("kv_blocks_total", pa.int64()),
+])
+SERVER_METRICS = pa.schema([
+    ("t_ns", pa.int64()), ("name", pa.string()), ("labels", pa.string()), ("value", pa.float64()),
+])
+TABLES = {"events": EVENTS, "requests": REQUESTS, "steps": STEPS, "server_metrics": SERVER_METRICS}
+
+FLUSH_ROWS = 262_144  # rows per part at most: bounds memory of a fast (simulated) run
+FLUSH_NS = 1_000_000_000  # a real-time run flushes at least this often, so SIGKILL loses at most ~1 s
+COMPACT_OVER_PARTS = 64  # a long real-time run leaves many small parts; merge them on a clean close
+
+
+def table_glob(run_dir: str | os.PathLike, table: str = "events") -> str:
+    """The glob DuckDB/pyarrow read a table of a run from (one file per flushed part, per worker)."""
+    return str(Path(run_dir) / table / "*.parquet")
+
+
+def _to_table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    columns = list(zip(*rows))
+    arrays = []
+    for field, values in zip(schema, columns):
+        if pa.types.is_dictionary(field.type):
+            arrays.append(pa.array(values, pa.string()).dictionary_encode().cast(field.type))
+        else:
+            arrays.append(pa.array(values, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class PartWriter:
+    """Appends tuples in schema order and writes them as numbered Parquet parts in `dir/`.
+
+    Each part is written to a temporary name and renamed, so a killed process leaves only complete files.
+    """
+
+    __slots__ = ("dir", "schema", "prefix", "realtime", "rows", "parts", "_last_flush_ns", "_check_at", "written")
+
+    def __init__(self, directory: Path, schema: pa.Schema, prefix: str = "part", realtime: bool = False):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.schema, self.prefix, self.realtime = schema, prefix, realtime
+        self.rows: list[tuple] = []
+        self.parts: list[Path] = []
+        self.written = 0
+        self._last_flush_ns = time.monotonic_ns()
+        self._check_at = 1 if realtime else 4096
+
+    def append(self, row: tuple) -> None:
+        rows = self.rows
+        rows.append(row)
+        if len(rows) >= self._check_at:
+            self._maybe_flush()
+
+    def extend(self, rows: Iterable[tuple]) -> None:
+        self.rows.extend(rows)
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        n = len(self.rows)
+        if n >= FLUSH_ROWS or time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS:
+            self.flush()
+        else:
+            self._check_at = n + (1 if self.realtime else 4096)
+
+    def tick(self) -> None:
+        """Flush if the oldest buffered row is about a second old (call from idle loops of real-time targets)."""
+        if self.rows and time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS:
+            self.flush()
+
+    def flush(self) -> None:
+        self._last_flush_ns = time.monotonic_ns()
+        self._check_at = 1 if self.realtime else 4096
+        if not self.rows:
+            return
+        rows, self.rows = self.rows, []
+        path = self.dir / f"{self.prefix}-{len(self.parts):05d}.parquet"
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(_to_table(rows, self.schema), tmp, compression="zstd")
+        os.replace(tmp, path)
+        self.parts.append(path)
+        self.written += len(rows)
+
+    def close(self) -> None:
+        self.flush()
+        if len(self.parts) > COMPACT_OVER_PARTS:
+            self._compact()
+
+    def _compact(self) -> None:
+        merged = self.dir / f"{self.prefix}-all.parquet"
+        tmp = merged.with_suffix(".tmp")
+        with pq.ParquetWriter(tmp, self.schema, compression="zstd") as out:
+            for part in self.parts:
+                out.write_table(pq.read_table(part, schema=self.schema))
+        os.replace(tmp, merged)
+        for part in self.parts:
+            part.unlink()
+        self.parts = [merged]
+
+
+class EventLog:
+    """The writers of one run (or one worker of a run): events, requests and, for the sim, steps."""
+
+    def __init__(self, run_dir: str | os.PathLike, realtime: bool = False, worker: int | None = None):
+        self.run_dir = Path(run_dir)
+        prefix = "part" if worker is None else f"w{worker:03d}"
+        self.events = PartWriter(self.run_dir / "events", EVENTS, prefix, realtime)
+        self.requests = PartWriter(self.run_dir / "requests", REQUESTS, prefix, realtime)
+        self._extra: dict[str, PartWriter] = {}
+        self._prefix, self._realtime = prefix, realtime
+        self.emit = self.events.append  # targets call emit(Event) at event rate: keep it a bound method
+
+    def table(self, name: str) -> PartWriter:
+        """Writer of a further table (`steps`, `server_metrics`) created on first use."""
+        if name not in self._extra:
+            self._extra[name] = PartWriter(self.run_dir / name, TABLES[name], self._prefix, self._realtime)
+        return self._extra[name]
+
+    def tick(self) -> None:
+        self.events.tick()
+        self.requests.tick()
+        for w in self._extra.values():
+            w.tick()
+
+    def close(self) -> None:
+        self.events.close()
+        self.requests.close()
+        for w in self._extra.values():
+            w.close()
+
+
+def write_manifest(run_dir: str | os.PathLike, manifest: dict[str, Any]) -> None:
+    """Write run.json atomically (a kill mid-write leaves the previous version)."""
+    path = Path(run_dir) / "run.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_manifest(run_dir: str | os.PathLike) -> dict[str, Any]:
+    path = Path(run_dir) / "run.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: not a kvbench run directory (no run.json)")
+    return json.loads(path.read_text())

@@ -1,0 +1,201 @@
+"""The replayer: releases requests to a target on time, holds a session's next turn until the previous one ends.
+
+It knows nothing about which target it drives. Open loop (default): each request is released at its arrival
+time. Closed loop (`concurrency=C`): at most C requests in flight, the next one released when a slot frees.
+The stream is pulled lazily (at most `window` submitted but not ended), so memory follows what is in flight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from kvbench.eventlog import EventLog
+from kvbench.records import CANCEL, ERROR, FINISH, REJECT, TERMINAL, Event, Request
+from kvbench.target import Target
+
+SEEN_IDS_CAP = 4_000_000  # trace-implied reuse needs the set of seen block ids; past this it stops (NULL)
+
+
+@dataclass(slots=True)
+class ReplayStats:
+    submitted: int = 0
+    finished: int = 0
+    errors: int = 0
+    rejected: int = 0
+    cancelled: int = 0
+    events: int = 0
+    last_t_ns: int = 0
+    status: str = "running"
+
+    @property
+    def ended(self) -> int:
+        return self.finished + self.errors + self.rejected + self.cancelled
+
+    @property
+    def in_flight(self) -> int:
+        return self.submitted - self.ended
+
+
+class _Session:
+    __slots__ = ("open", "queue", "last_end_ns", "failed")
+
+    def __init__(self) -> None:
+        self.open = False  # a turn of it is submitted and not yet ended
+        self.queue: deque[Request] = deque()  # later turns pulled from the stream, waiting their turn
+        self.last_end_ns: int | None = None
+        self.failed = False
+
+
+class Replayer:
+    def __init__(self, target: Target, log: EventLog, concurrency: int | None = None, window: int = 65_536,
+                 progress: Callable[[ReplayStats], None] | None = None):
+        self.target, self.log = target, log
+        self.concurrency = concurrency
+        self.window = min(window, concurrency) if concurrency else window
+        self.progress = progress
+        self.stats = ReplayStats()
+        self._sessions: dict[int, _Session] = {}
+        self._session_of: dict[int, int] = {}  # req_id -> session_id, for submitted session turns
+        self._ready: deque[Request] = deque()  # released session turns waiting for a closed-loop slot
+        self._seen: set[int] | None = set()
+        self._stream: Iterator[Request] = iter(())
+        self._exhausted = False
+        self._next_progress = 0.0
+
+    def run(self, requests: Iterator[Request]) -> ReplayStats:
+        self._stream = iter(requests)
+        self._top_up(0)
+        try:
+            self.target.run(self._on_event)
+            self.stats.status = "complete"
+        except KeyboardInterrupt:
+            self.stats.status = "interrupted"
+        except BaseException:
+            self.stats.status = "failed"
+            raise
+        finally:
+            self._report(force=True)
+        return self.stats
+
+    def _on_event(self, ev: Event) -> None:
+        self.log.emit(ev)
+        st = self.stats
+        st.events += 1
+        if ev.t_ns > st.last_t_ns:
+            st.last_t_ns = ev.t_ns
+        if ev.kind in TERMINAL:
+            self._count_end(ev)
+            sid = self._session_of.pop(ev.req_id, None)
+            if sid is not None:
+                self._end_turn(sid, ev)
+            self._top_up(ev.t_ns)
+        if st.events & 63 == 0:
+            self._report()
+
+    def _count_end(self, ev: Event) -> None:
+        st, kind = self.stats, ev.kind
+        if kind == FINISH:
+            st.finished += 1
+        elif kind == ERROR:
+            st.errors += 1
+        elif kind == REJECT:
+            st.rejected += 1
+        else:
+            st.cancelled += 1
+
+    def _end_turn(self, sid: int, ev: Event) -> None:
+        s = self._sessions[sid]
+        s.open, s.last_end_ns = False, ev.t_ns
+        s.failed = s.failed or ev.kind != FINISH
+        if s.queue:
+            self._release_turn(sid, s.queue.popleft(), ev.t_ns)
+
+    def _release_turn(self, sid: int, req: Request, now_ns: int) -> None:
+        """A later turn becomes due: think time after the previous turn ended, or cancelled if a turn failed."""
+        s = self._sessions[sid]
+        if s.failed:
+            self._cancel_unsent(req, now_ns, "session: an earlier turn did not finish")
+            if s.queue:
+                self._release_turn(sid, s.queue.popleft(), now_ns)
+            return
+        s.open = True
+        self._ready.append(req._replace(arrival_ns=max(s.last_end_ns + req.think_ns, now_ns)))
+
+    def _cancel_unsent(self, req: Request, now_ns: int, why: str) -> None:
+        self._write_request(req._replace(arrival_ns=now_ns))
+        self.stats.submitted += 1
+        self.log.emit(Event(now_ns, req.req_id, CANCEL, detail=why))
+        self.stats.cancelled += 1
+
+    def _top_up(self, now_ns: int) -> None:
+        while self.stats.in_flight < self.window:
+            if self._ready:
+                req = self._ready.popleft()
+            elif not self._exhausted:
+                req = next(self._stream, None)
+                if req is None:
+                    self._exhausted = True
+                    continue
+                if not self._admit(req, now_ns):
+                    continue
+            else:
+                return
+            self._submit(req, now_ns)
+
+    def _admit(self, req: Request, now_ns: int) -> bool:
+        """Route a pulled request: first turns go now; later turns wait for their session's previous turn."""
+        if req.session_id < 0:
+            return True
+        s = self._sessions.get(req.session_id)
+        if s is None:
+            s = self._sessions[req.session_id] = _Session()
+        if req.turn == 0 and not s.open and s.last_end_ns is None:
+            s.open = True
+            return True
+        if s.open or s.queue:
+            s.queue.append(req)
+        else:
+            self._release_turn(req.session_id, req, now_ns)
+        return False
+
+    def _submit(self, req: Request, now_ns: int) -> None:
+        if self.concurrency and req.arrival_ns < now_ns:
+            req = req._replace(arrival_ns=now_ns)  # closed loop: intended release is when the slot freed
+        if req.session_id >= 0:
+            self._session_of[req.req_id] = req.session_id
+        self._write_request(req)
+        self.stats.submitted += 1
+        self.target.submit(req, max(req.arrival_ns, now_ns))
+
+    def _write_request(self, req: Request) -> None:
+        reuse = self._trace_reuse(req)
+        self.log.requests.append((req.req_id, req.session_id, req.turn, req.arrival_ns, req.input_tokens,
+                                  req.output_tokens, req.reason_tokens, req.block_tokens, len(req.hash_ids),
+                                  reuse, req.workload))
+
+    def _trace_reuse(self, req: Request) -> int | None:
+        """Tokens of the prompt an infinite prefix cache would hold, from blocks seen in earlier requests."""
+        seen = self._seen
+        if seen is None:
+            return None
+        hit = 0
+        for h in req.hash_ids:
+            if h not in seen:
+                break
+            hit += 1
+        seen.update(req.hash_ids)
+        if len(seen) > SEEN_IDS_CAP:
+            self._seen = None
+        return min(hit * req.block_tokens, req.input_tokens)
+
+    def _report(self, force: bool = False) -> None:
+        if self.progress is None:
+            return
+        now = time.monotonic()
+        if force or now >= self._next_progress:
+            self._next_progress = now + 0.1
+            self.log.tick()
+            self.progress(self.stats)

@@ -1,0 +1,95 @@
+"""One replay run end to end: run directory, run.json manifest, event log, target, replayer, progress."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from kvbench import __version__
+from kvbench.eventlog import SCHEMA_VERSION, EventLog, read_manifest, write_manifest
+from kvbench.replay import Replayer, ReplayStats
+from kvbench.target import REALTIME_KINDS, RunContext, TargetSpec, build
+from kvbench.workload.load import Workload
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    seed: int = 0
+    concurrency: int | None = None
+    out: Path | None = None  # run directory; default reports/<run_id>/
+
+
+def run_id_for(workload: Workload, spec: TargetSpec) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{workload.name}-{spec.name}")[:60]
+    return f"{stamp}-{safe}-{os.getpid() % 10000:04d}"
+
+
+def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id: str) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION, "kvbench_version": __version__, "run_id": run_id,
+        "command": sys.argv, "status": "running",
+        "started_at": datetime.now(timezone.utc).isoformat(), "host": socket.gethostname(),
+        "python": platform.python_version(), "seed": opts.seed, "concurrency": opts.concurrency,
+        "workload": {"name": workload.name, "source": workload.source, "digest": workload.digest,
+                     "slo_ms": workload.slo_ms, "shaping": workload.shaping},
+        "target": {"kind": spec.kind, "name": spec.name, "source": spec.source, "digest": spec.digest(),
+                   "params": _redacted(spec.params)},
+    }
+
+
+def _redacted(params: dict) -> dict:
+    """Never write secrets: drop values of keys that look like credentials."""
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, dict):
+            out[k] = _redacted(v)
+        elif any(s in k.lower() for s in ("key", "token", "secret", "password", "authorization")) \
+                and not k.lower().endswith(("_env", "tokens")):
+            out[k] = "<redacted>"
+        else:
+            out[k] = v
+    return out
+
+
+def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
+            progress: Callable[[ReplayStats], None] | None = None) -> tuple[Path, ReplayStats]:
+    """Replay `workload` against the target `spec`; returns the run directory and the final counts."""
+    run_id = run_id_for(workload, spec)
+    run_dir = Path(opts.out) if opts.out else Path("reports") / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    manifest = manifest_for(workload, spec, opts, run_id)
+    write_manifest(run_dir, manifest)
+    log = EventLog(run_dir, realtime=spec.kind in REALTIME_KINDS)
+    t0 = time.monotonic_ns()
+    stats = ReplayStats(status="failed")
+    try:
+        target = build(spec, RunContext(opts.seed, run_dir, log, t0))
+        replayer = Replayer(target, log, opts.concurrency, progress=progress)
+        stats = replayer.run(workload.requests())
+    finally:
+        log.close()
+        manifest.update(status=stats.status, finished_at=datetime.now(timezone.utc).isoformat(),
+                        wall_s=round((time.monotonic_ns() - t0) / 1e9, 3), counts=_counts(stats))
+        write_manifest(run_dir, manifest)
+    return run_dir, stats
+
+
+def _counts(st: ReplayStats) -> dict:
+    return {"submitted": st.submitted, "finished": st.finished, "errors": st.errors, "rejected": st.rejected,
+            "cancelled": st.cancelled, "events": st.events, "last_t_ns": st.last_t_ns}
+
+
+def load_run(run_dir: str | Path) -> dict:
+    """run.json of a finished or killed run; a run still marked 'running' was killed (SIGKILL, crash)."""
+    m = read_manifest(run_dir)
+    if m.get("status") == "running":
+        m["status"] = "killed"
+    return m
