@@ -32,8 +32,10 @@ class FixedTarget:
         self._seq = 0
         self._free: list[int] = [0] * self.servers  # when each server is next idle
         self._released = 0
+        self._open: dict[int, int] = {}  # req_id -> release time, until its terminal event
 
     def submit(self, req: Request, at_ns: int) -> None:
+        self._open[req.req_id] = at_ns
         self._push(at_ns, 0, req)
 
     def _push(self, t_ns: int, phase: int, req: Request) -> None:
@@ -41,7 +43,7 @@ class FixedTarget:
         heapq.heappush(self._heap, (t_ns, self._seq, phase, req))
 
     def run(self, emit: Emit) -> None:
-        heap = self._heap
+        heap, t = self._heap, 0
         try:
             while heap:
                 t, _, phase, req = heapq.heappop(heap)
@@ -50,17 +52,17 @@ class FixedTarget:
                 elif phase == 1:
                     self._complete(t, req, emit)
                 else:
+                    del self._open[req.req_id]
                     emit(Event(t, req.req_id, ERROR, instance="fixed", detail="server_error: injected (fail_every)"))
         except KeyboardInterrupt:
-            for t, _, phase, req in sorted(heap):
-                if phase == 0:
-                    emit(Event(t, req.req_id, ARRIVE, tokens=req.input_tokens))
-                emit(Event(t, req.req_id, CANCEL, detail="interrupted"))
             heap.clear()
+            for req_id in sorted(self._open):  # released or not, everything submitted and not ended
+                emit(Event(max(self._open[req_id], t), req_id, CANCEL, detail="interrupted"))
+            self._open.clear()
             raise
 
     def _release(self, t: int, req: Request, emit: Emit) -> None:
-        emit(Event(t, req.req_id, ARRIVE, tokens=req.input_tokens))
+        emit(Event(req.arrival_ns, req.req_id, ARRIVE, tokens=req.input_tokens))
         emit(Event(t, req.req_id, SEND))
         self._released += 1
         start = t
@@ -79,4 +81,5 @@ class FixedTarget:
         if req.output_tokens > 0:
             emit(Event(first, req.req_id, FIRST_TOKEN, instance="fixed", tokens=1))
             emit(Event(t, req.req_id, LAST_TOKEN, instance="fixed", tokens=req.output_tokens))
+        del self._open[req.req_id]
         emit(Event(t, req.req_id, FINISH, instance="fixed", tokens=req.output_tokens, cached_tokens=0))

@@ -63,6 +63,7 @@ class Replayer:
         self._seen: set[int] | None = set()
         self._stream: Iterator[Request] = iter(())
         self._exhausted = False
+        self._stopping = False  # set by an interrupt: release nothing more
         self._next_progress = 0.0
 
     def run(self, requests: Iterator[Request]) -> ReplayStats:
@@ -72,6 +73,7 @@ class Replayer:
             self.target.run(self._on_event)
             self.stats.status = "complete"
         except KeyboardInterrupt:
+            self._stopping = True
             self.stats.status = "interrupted"
         except BaseException:
             self.stats.status = "failed"
@@ -87,6 +89,8 @@ class Replayer:
         if ev.t_ns > st.last_t_ns:
             st.last_t_ns = ev.t_ns
         if ev.kind in TERMINAL:
+            if ev.kind == CANCEL and ev.detail == "interrupted":
+                self._stopping = True
             self._count_end(ev)
             sid = self._session_of.pop(ev.req_id, None)
             if sid is not None:
@@ -131,7 +135,7 @@ class Replayer:
         self.stats.cancelled += 1
 
     def _top_up(self, now_ns: int) -> None:
-        while self.stats.in_flight < self.window:
+        while self.stats.in_flight < self.window and not self._stopping:
             if self._ready:
                 req = self._ready.popleft()
             elif not self._exhausted:

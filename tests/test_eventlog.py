@@ -1,0 +1,94 @@
+"""The event log: Parquet parts round-trip through DuckDB, a SIGKILLed run keeps what it flushed, run.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import duckdb
+import pyarrow.parquet as pq
+
+from kvbench.eventlog import EVENTS, EventLog, PartWriter, read_manifest, table_glob, write_manifest
+from kvbench.records import ARRIVE, ERROR, FINISH, FIRST_TOKEN, Event
+
+
+def test_events_round_trip_through_duckdb(tmp_path):
+    log = EventLog(tmp_path)
+    log.emit(Event(0, 1, ARRIVE, tokens=100))
+    log.emit(Event(5_000_000, 1, FIRST_TOKEN, "prefill-0", 1, 64, "hbm"))
+    log.emit(Event(9_000_000, 1, FINISH, "decode-0", 10, 64, None, None, None))
+    log.emit(Event(7, 2, ERROR, detail="http_5xx: 503 Service Unavailable"))
+    log.close()
+    rows = duckdb.execute(f"SELECT t_ns, req_id, kind, instance, tokens, cached_tokens, tier, nbytes, detail "
+                      f"FROM read_parquet('{table_glob(tmp_path)}') ORDER BY req_id, t_ns").fetchall()
+    assert rows == [
+        (0, 1, "ARRIVE", None, 100, None, None, None, None),
+        (5_000_000, 1, "FIRST_TOKEN", "prefill-0", 1, 64, "hbm", None, None),
+        (9_000_000, 1, "FINISH", "decode-0", 10, 64, None, None, None),
+        (7, 2, "ERROR", None, None, None, None, None, "http_5xx: 503 Service Unavailable"),
+    ]
+    assert pq.read_schema(next((tmp_path / "events").glob("*.parquet"))).equals(EVENTS)
+
+
+def test_parts_are_flushed_by_row_count_and_compacted_on_close(tmp_path, monkeypatch):
+    import kvbench.eventlog as el
+
+    monkeypatch.setattr(el, "FLUSH_ROWS", 10)
+    monkeypatch.setattr(el, "COMPACT_OVER_PARTS", 3)
+    w = PartWriter(tmp_path / "events", EVENTS)
+    for i in range(45):  # 45 rows at 10 per part: flushed in bulk when the 4096-row check fires or on close
+        w.append(Event(i, i, ARRIVE))
+        if i % 10 == 9:
+            w.flush()
+    assert len(w.parts) == 4  # four explicit flushes of 10 rows; 5 rows still buffered
+    w.close()  # flushes the 5 and, with 5 > 3 parts, merges them into one file
+    files = sorted(p.name for p in (tmp_path / "events").iterdir())
+    assert files == ["part-all.parquet"]
+    assert duckdb.execute(f"SELECT count(*), sum(t_ns) FROM read_parquet('{table_glob(tmp_path)}')").fetchone() == (45, 990)
+
+
+def test_realtime_writer_flushes_within_about_a_second(tmp_path):
+    w = PartWriter(tmp_path / "events", EVENTS, realtime=True)
+    w.append(Event(0, 0, ARRIVE))
+    assert w.parts == []  # nothing is a second old yet
+    w._last_flush_ns -= 1_100_000_000  # as if the last flush was 1.1 s ago
+    w.append(Event(1, 0, FINISH))
+    assert len(w.parts) == 1 and w.written == 2
+
+
+def test_sigkill_leaves_a_readable_log(tmp_path):
+    """A real-time run killed with SIGKILL keeps every part flushed before the kill (>= 1 s old)."""
+    script = textwrap.dedent(f"""
+        import time
+        from kvbench.eventlog import EventLog
+        from kvbench.records import Event
+        log = EventLog({str(tmp_path)!r}, realtime=True)
+        i = 0
+        while True:
+            log.emit(Event(i, i, "ARRIVE"))
+            i += 1
+            time.sleep(0.001)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(list((tmp_path / "events").glob("*.parquet"))) < 2:
+            time.sleep(0.1)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    n, max_id = duckdb.execute(f"SELECT count(*), max(req_id) FROM read_parquet('{table_glob(tmp_path)}')").fetchone()
+    assert n >= 2 and n == max_id + 1  # every flushed part is complete and contiguous from req 0
+
+
+def test_manifest_is_written_atomically_and_read_back(tmp_path):
+    write_manifest(tmp_path, {"status": "running", "seed": 3})
+    write_manifest(tmp_path, {"status": "complete", "seed": 3})
+    assert read_manifest(tmp_path) == {"status": "complete", "seed": 3}
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "complete"
+    assert not (tmp_path / "run.json.tmp").exists()
