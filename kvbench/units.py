@@ -36,6 +36,10 @@ def ns_to_s(ns: int | float) -> float:
     return ns / NS_PER_S
 
 
+def ns_to_us(ns: int | float) -> float:
+    return ns / NS_PER_US
+
+
 def blocks_for(tokens: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> int:
     """Number of blocks that hold `tokens` (the last one may be partial)."""
     return -(-tokens // block_tokens)
