@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -45,7 +46,16 @@ def table_glob(run_dir: str | os.PathLike, table: str = "events") -> str:
 
 
 def _to_table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
-    columns = list(zip(*rows))
+    gc_was_on = gc.isenabled()
+    gc.disable()  # transposing ~10^5 rows allocates big tuples; collections here only rescan the buffer (3-5x slower)
+    try:
+        return _columns_to_table(list(zip(*rows)), schema)
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _columns_to_table(columns: list[tuple], schema: pa.Schema) -> pa.Table:
     arrays = []
     for field, values in zip(schema, columns):
         if pa.types.is_dictionary(field.type):

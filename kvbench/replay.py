@@ -83,24 +83,27 @@ class Replayer:
         return self.stats
 
     def _on_event(self, ev: Event) -> None:
+        # Indexes, not attribute names: hot-path targets may emit plain 9-tuples in Event's field order.
         self.log.emit(ev)
         st = self.stats
         st.events += 1
-        if ev.t_ns > st.last_t_ns:
-            st.last_t_ns = ev.t_ns
-        if ev.kind in TERMINAL:
-            if ev.kind == CANCEL and ev.detail == "interrupted":
+        t_ns = ev[0]
+        if t_ns > st.last_t_ns:
+            st.last_t_ns = t_ns
+        kind = ev[2]
+        if kind in TERMINAL:
+            if kind == CANCEL and ev[8] == "interrupted":
                 self._stopping = True
-            self._count_end(ev)
-            sid = self._session_of.pop(ev.req_id, None)
+            self._count_end(kind)
+            sid = self._session_of.pop(ev[1], None)
             if sid is not None:
-                self._end_turn(sid, ev)
-            self._top_up(ev.t_ns)
+                self._end_turn(sid, kind, t_ns)
+            self._top_up(t_ns)
         if st.events & 63 == 0:
             self._report()
 
-    def _count_end(self, ev: Event) -> None:
-        st, kind = self.stats, ev.kind
+    def _count_end(self, kind: str) -> None:
+        st = self.stats
         if kind == FINISH:
             st.finished += 1
         elif kind == ERROR:
@@ -110,12 +113,12 @@ class Replayer:
         else:
             st.cancelled += 1
 
-    def _end_turn(self, sid: int, ev: Event) -> None:
+    def _end_turn(self, sid: int, kind: str, t_ns: int) -> None:
         s = self._sessions[sid]
-        s.open, s.last_end_ns = False, ev.t_ns
-        s.failed = s.failed or ev.kind != FINISH
+        s.open, s.last_end_ns = False, t_ns
+        s.failed = s.failed or kind != FINISH
         if s.queue:
-            self._release_turn(sid, s.queue.popleft(), ev.t_ns)
+            self._release_turn(sid, s.queue.popleft(), t_ns)
 
     def _release_turn(self, sid: int, req: Request, now_ns: int) -> None:
         """A later turn becomes due: think time after the previous turn ended, or cancelled if a turn failed."""

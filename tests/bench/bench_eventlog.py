@@ -1,0 +1,59 @@
+"""Benchmark: event-log write rate (events/s), pre-built events and build+write, median of 5 runs.
+
+Run: python tests/bench/bench_eventlog.py [N]
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+from kvbench.eventlog import EventLog
+from kvbench.records import ARRIVE, FINISH, FIRST_TOKEN, Event
+
+KINDS = (ARRIVE, FIRST_TOKEN, FINISH)
+
+
+def write(events: list[Event]) -> float:
+    d = tempfile.mkdtemp()
+    try:
+        t = time.perf_counter()
+        log = EventLog(d)
+        emit = log.emit
+        for ev in events:
+            emit(ev)
+        log.close()
+        return time.perf_counter() - t
+    finally:
+        shutil.rmtree(d)
+
+
+def build_and_write(n: int) -> float:
+    d = tempfile.mkdtemp()
+    try:
+        t = time.perf_counter()
+        log = EventLog(d)
+        emit = log.emit
+        for i in range(n):
+            emit(Event(i * 1000, i >> 2, KINDS[i % 3], "decode-0", 7, 3))
+        log.close()
+        return time.perf_counter() - t
+    finally:
+        shutil.rmtree(d)
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
+    events = [Event(i * 1000, i >> 2, KINDS[i % 3], "decode-0", 7, 3) for i in range(n)]
+    w = statistics.median(write(events) for _ in range(5))
+    b = statistics.median(build_and_write(n) for _ in range(5))
+    print(f"events: {n:,}")
+    print(f"write pre-built events: median {w:.3f} s -> {n / w / 1e6:.2f} M events/s")
+    print(f"build + write events:   median {b:.3f} s -> {n / b / 1e6:.2f} M events/s")
+
+
+if __name__ == "__main__":
+    main()
