@@ -40,7 +40,7 @@ def goodput(
     seed: int = typer.Option(0, "--seed", help="Seed of every probe run."),
 ) -> None:
     """Find the highest request rate whose SLO attainment stays >= --attainment (DistServe goodput)."""
-    from kvbench.goodput_run import goodput_command
+    from kvbench.goodput import goodput_command
 
     raise typer.Exit(goodput_command(trace=trace, workload=workload, target=target, overrides=set_, slo=slo,
                                      attainment=attainment, precision=precision, max_requests=max_requests,

@@ -117,3 +117,130 @@ def read_result(path: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("kind") != "goodput" or not isinstance(doc.get("curve"), list):
         raise ConfigError(f"{p}: not a goodput result (expected kind 'goodput' and a 'curve' list)")
     return doc
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """How one probe run is made: the workload and target, how rates are applied, where runs go."""
+
+    workload: object  # kvbench.workload.load.Workload
+    spec: object  # kvbench.target.TargetSpec
+    slo: object  # kvbench.metrics.Slo
+    out_dir: Path
+    base_rate: float  # the trace's own rate (requests/s) over the requests a probe replays
+    arrivals: str = "scale"  # scale | poisson
+    max_requests: int | None = None
+    seed: int = 0
+
+
+def run_probe(plan: ProbePlan, rate: float) -> Probe:
+    """One real run at `rate` requests/s into its own subdirectory; attainment from the per-request SQL view."""
+    from kvbench.metrics import open_runs, per_request
+    from kvbench.run import RunOptions, execute
+    from kvbench.workload import load
+
+    wl, scale = plan.workload, rate / plan.base_rate
+    if plan.arrivals == "poisson":
+        wl, scale = load.retime_poisson(wl, rate, plan.seed), 1.0
+    wl = load.shape(wl, time_scale=scale, max_requests=plan.max_requests)
+    run_dir = plan.out_dir / f"rate-{rate:.6g}"
+    execute(wl, plan.spec, RunOptions(plan.seed, None, run_dir))
+    df = per_request(open_runs([run_dir]), plan.slo)
+    attained = float(df["good"].fillna(False).astype(bool).mean()) if len(df) else 0.0
+    return Probe(rate, attained, len(df), str(run_dir))
+
+
+def _sim_gpus(spec) -> int | None:
+    """GPUs of a sim cluster, when the sim's cluster spec can say (else the user gives --gpus)."""
+    if getattr(spec, "kind", None) != "sim":
+        return None
+    try:
+        from kvbench.sim.cluster import gpu_count  # written by the sim engineer; absent in older trees
+    except ImportError:
+        return None
+    return int(gpu_count(spec))
+
+
+def _out_dir(out: Path | None) -> Path:
+    from datetime import datetime, timezone
+
+    from kvbench.config import ConfigError
+
+    if out is None:
+        return Path("reports") / f"goodput-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out}: exists and is not an empty directory (probe runs would mix with it)")
+    return out
+
+
+def _plan(*, trace, workload, target, overrides, slo, arrivals, max_requests, seed, out) -> ProbePlan:
+    from kvbench.config import ConfigError
+    from kvbench.metrics import parse_slo
+    from kvbench.target import resolve
+    from kvbench.workload import load
+
+    if arrivals not in ("scale", "poisson"):
+        raise ConfigError(f"--arrivals must be scale or poisson, got {arrivals!r}")
+    wl = load.select(trace, workload, seed)
+    spec = resolve(target, overrides)
+    base = 1.0
+    if arrivals == "scale":
+        arrivals_ns = [r.arrival_ns for r in load.shape(wl, max_requests=max_requests).requests()]
+        try:
+            base = trace_rate(arrivals_ns)
+        except ValueError as e:
+            raise ConfigError(f"{wl.source}: {e}; use --arrivals poisson") from None
+    return ProbePlan(wl, spec, parse_slo(slo), _out_dir(out), base, arrivals, max_requests, seed)
+
+
+def goodput_command(*, trace, workload, target, overrides, slo, attainment, precision, max_requests, start_rate,
+                    arrivals, gpus, out, seed) -> int:
+    """`kvbench goodput`: search, print the curve, write goodput.json/csv. Exit 1 if no probed rate passed."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from kvbench.config import ConfigError
+
+    if not 0 < attainment <= 1 or not 0 < precision < 1:
+        raise ConfigError(f"--attainment must be in (0, 1] and --precision in (0, 1), got {attainment}, {precision}")
+    if start_rate is not None and not start_rate > 0:
+        raise ConfigError(f"--start-rate must be > 0 requests/s, got {start_rate}")
+    plan = _plan(trace=trace, workload=workload, target=target, overrides=overrides, slo=slo, arrivals=arrivals,
+                 max_requests=max_requests, seed=seed, out=out)
+    console = Console(stderr=True)
+    result_probes: list[Probe] = []
+
+    def measure(rate: float) -> Probe:
+        with console.status(f"probe {len(result_probes) + 1}: {rate:,.4g} req/s"):
+            p = run_probe(plan, rate)
+        result_probes.append(p)
+        verdict = "[green]pass[/]" if p.attainment >= attainment else "[red]fail[/]"
+        console.print(f"  {rate:>12,.4f} req/s  attainment {p.attainment:7.2%}  {verdict}  ({p.requests:,} requests)")
+        return p
+
+    result = search(measure, start_rate or plan.base_rate, attainment, precision)
+    result = replace(result, gpus=gpus or _sim_gpus(plan.spec), slo=_slo_dict(plan.slo))
+    jpath, cpath = write_result(result, plan.out_dir)
+    print(format_result(result))
+    console.print(f"curve → {cpath}, {jpath}; probe runs in {plan.out_dir}/")
+    return 0 if result.rate is not None else 1
+
+
+def _slo_dict(slo) -> dict:
+    return slo.as_ms() if slo is not None else {}  # vLLM keys: ttft, tpot, e2el (+ tbt), in ms
+
+
+def format_result(result: GoodputResult) -> str:
+    """The measured curve and the answer, as plain text."""
+    lines = ["rate (req/s)   attainment", *(f"{p.rate:12.4f}   {p.attainment:9.2%}" for p in result.curve())]
+    slo = ", ".join(f"{k}<={v:g}ms" for k, v in result.slo.items())
+    if result.rate is None:
+        lines.append(f"goodput: none — attainment < {result.target:.0%} even at {result.fail_rate:.4g} req/s ({slo})")
+        return "\n".join(lines)
+    bound = (f"fails at {result.fail_rate:.4g}" if result.fail_rate is not None
+             else "never failed: upper bound not found")
+    per_gpu = f", {result.per_gpu:.4g} req/s per GPU ({result.gpus} GPUs)" if result.per_gpu is not None else ""
+    lines.append(f"goodput: {result.rate:.4g} req/s at >= {result.target:.0%} attainment{per_gpu} "
+                 f"[{bound}; precision {result.precision:.0%}] ({slo})")
+    return "\n".join(lines)
