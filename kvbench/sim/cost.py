@@ -1,0 +1,286 @@
+"""Roofline step-time model of one engine instance (a model on tp GPUs of one type): prefill, decode, capacity.
+
+One step processing `tokens` new tokens costs, per GPU (all work is split evenly over the tp GPUs):
+
+    compute_ns = (2 * active_params * tokens + attn_flops_per_pair * pairs) / (flops_per_s * mfu * tp)
+    memory_ns  = (min(params, active_params * tokens) * bytes_per_param / tp
+                  + kv_tokens_touched * kv_bytes_per_token / kv_div) / (hbm_bytes_per_s * mbu)
+    step_ns    = max(compute_ns, memory_ns) + step_overhead + n_layers * layer_overhead + allreduce_ns(tokens)
+
+* pairs = (query, key) pairs of attention. A prefill chunk of n tokens after c cached tokens is causal within the
+  chunk: pairs = n*c + n*(n+1)/2. A decode step of b requests holding K tokens in total: pairs = K + b.
+* kv_tokens_touched = KV read plus KV written: prefill c + n, decode K + b.
+* MoE: weights read per step = min(total, active x tokens) — each token touches `active` parameters and at most
+  every expert is read once; dense models have active == total, so they read all weights once per step.
+* kv_div = how many GPUs split one token's KV: min(tp, n_kv_heads) under TP (heads beyond tp are replicated; MLA
+  has a single latent, n_kv_heads = 1, so every TP rank holds and reads the whole latent), tp with DP attention
+  (each rank holds the KV of its own requests once: `dp_attention = true`).
+* allreduce_ns(tokens) = 2 * n_layers * (alpha + 2*(tp-1)/tp * tokens * hidden * 2 bytes / beta_eff) for tp > 1:
+  two all-reduces per layer (after attention and after the MLP) of the step's activations, ring algorithm
+  (reduce-scatter + all-gather move 2*(tp-1)/tp of the buffer per GPU), one alpha per all-reduce because NCCL's
+  low-latency protocol pipelines the ring hops of small messages. The link defaults to the GPU's NVLink.
+
+Capacity: kv_capacity_tokens = (mem_fraction * hbm_bytes * tp - weight_bytes) / (kv_bytes_per_token * tp / kv_div);
+the activation reserve is (1 - mem_fraction) of every GPU's HBM (0.1 by default, vLLM's gpu_memory_utilization=0.9).
+
+Times are computed in integer fixed point (S units per ns) so that a run of n decode steps sums exactly, in
+closed form (floor sums), to the sum of the single steps: the engine advances whole runs in one event.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kvbench.config import ConfigError
+from kvbench.sim.spec import GpuSpec, LinkSpec, ModelSpec, gpu_from, link_from, model_from
+from kvbench.sim.spec import gpu as spec_gpu, link as spec_link, model as spec_model
+
+S = 10**12  # fixed-point units per nanosecond
+
+
+def floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """sum(floor((a*i + b) / m) for i in range(n)) for a, b >= 0, m > 0, in O(log m) (Euclid-like reduction)."""
+    total = 0
+    while True:
+        if a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y = a * n + b
+        if y < m:
+            return total
+        n, b = divmod(y, m)
+        m, a = a, m
+
+
+def _sum_max(n: int, a1: int, s1: int, a2: int, s2: int) -> int:
+    """sum over i < n of floor(max(a1 + s1*i, a2 + s2*i) / S), given s2 >= s1 (line 2 wins from some i0 on)."""
+    if a1 <= a2:
+        i0 = 0
+    elif s1 == s2:
+        i0 = n
+    else:
+        i0 = min(n, -(-(a1 - a2) // (s2 - s1)))
+    return floor_sum(i0, S, s1, a1) + floor_sum(n - i0, S, s2, a2 + s2 * i0)
+
+
+def solve_run(a: int, s: int, const: int, budget: float) -> float:
+    """Real n with sum_{i<n} ((a + s*i)/S + const) == budget (the floors ignored), for the step estimate."""
+    q = s / (2 * S)
+    lin = a / S + const - q
+    if q == 0:
+        return budget / lin if lin > 0 else math.inf
+    return (-lin + math.sqrt(lin * lin + 4 * q * budget)) / (2 * q)
+
+
+def exact_within(run: Callable[[int], int], budget_ns: int, guess: int) -> int:
+    """Largest n >= 1 with run(n) <= budget_ns, for increasing run() with run(1) <= budget_ns, near `guess`.
+
+    Callers estimate ignoring the per-step floors, so the guess is off by a step or two: gallop, then bisect."""
+    if run(guess) > budget_ns:
+        lo, hi = 1, guess
+    else:
+        lo, step = guess, 1
+        while run(lo + step) <= budget_ns:
+            lo, step = lo + step, step * 2
+        hi = lo + step
+    while hi - lo > 1:  # run(lo) <= budget < run(hi)
+        mid = (lo + hi) // 2
+        if run(mid) <= budget_ns:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def default_allreduce_link(g: GpuSpec) -> LinkSpec:
+    """NVLink of the GPU's generation (A100/A800 -> nvlink-a100, later parts -> nvlink-h100, a conservative floor)."""
+    return spec_link("nvlink-a100" if g.name.startswith(("A100", "A800")) else "nvlink-h100")
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Step times of one engine instance: `model` on `tp` GPUs of type `gpu` (see the module docstring)."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    tp: int = 1
+    allreduce_link: LinkSpec | None = None  # None: NVLink of the GPU's generation when tp > 1
+    mem_fraction: float = 0.9  # share of HBM for weights + KV; the rest is the activation reserve
+    dp_attention: bool = False  # attention data-parallel over the tp ranks: KV held once per rank, not split
+
+    def __post_init__(self) -> None:
+        m, g, tp = self.model, self.gpu, self.tp
+        if tp < 1 or m.n_heads % tp:
+            raise ConfigError(f"CostModel: tp = {tp} must divide n_heads = {m.n_heads} of {m.name}")
+        ar = self.allreduce_link or default_allreduce_link(g)
+        flop_units = S * 1e9 / (g.flops_per_s * g.mfu * tp)  # fixed-point units per FLOP on one GPU
+        byte_units = S * 1e9 / (g.hbm_bytes_per_s * g.mbu)  # fixed-point units per HBM byte on one GPU
+        kv_div = tp if self.dp_attention else min(tp, m.n_kv_heads)
+        ar_ns = 0 if tp == 1 else 2 * m.n_layers * ar.alpha_ns
+        ar_tok = 0.0 if tp == 1 else (2 * m.n_layers * 2 * (tp - 1) / tp * m.hidden * 2 * 1e9
+                                      / ar.effective_bytes_per_s)
+        setattr_ = object.__setattr__
+        setattr_(self, "_ct", round(flop_units * 2 * m.active_params))  # per new token
+        setattr_(self, "_cp", round(flop_units * m.attn_flops_per_pair()))  # per attention pair
+        setattr_(self, "_cw", round(byte_units * m.bytes_per_param / tp))  # per weight parameter read
+        setattr_(self, "_ck", round(byte_units * m.kv_bytes_per_token() / kv_div))  # per KV token touched
+        setattr_(self, "_kv_div", kv_div)
+        setattr_(self, "_const", g.step_overhead_ns + m.n_layers * g.layer_overhead_ns + ar_ns)
+        setattr_(self, "_ar_tok", ar_tok)  # all-reduce ns per token in the step
+
+    # --- single steps -------------------------------------------------------------------------------------
+    def _step(self, tokens: int, pairs: int, kv: int) -> int:
+        m = self.model
+        c = self._ct * tokens + self._cp * pairs
+        w = m.active_params * tokens
+        if w > m.params:
+            w = m.params
+        mem = self._cw * w + self._ck * kv
+        return (c if c > mem else mem) // S + self._const + int(self._ar_tok * tokens)
+
+    def prefill_ns(self, new_tokens: int, context_tokens: int = 0) -> int:
+        """Compute `new_tokens` after `context_tokens` already in KV (a whole prompt or one chunk of it)."""
+        if new_tokens <= 0:
+            return 0
+        n, c = new_tokens, context_tokens
+        return self._step(n, n * c + n * (n + 1) // 2, c + n)
+
+    def decode_step_ns(self, batch: int, kv_tokens: int) -> int:
+        """One decode step of `batch` requests holding `kv_tokens` in total (before the step)."""
+        if batch <= 0:
+            return 0
+        return self._step(batch, kv_tokens + batch, kv_tokens + batch)
+
+    def step_ns(self, prefill_tokens: int, prefill_context: int, batch: int, kv_tokens: int) -> int:
+        """A mixed step: a prefill chunk (after prefill_context cached tokens) plus `batch` decoding requests."""
+        p, pc = prefill_tokens, prefill_context
+        if p + batch <= 0:
+            return 0
+        pairs = p * pc + p * (p + 1) // 2 + (kv_tokens + batch if batch else 0)
+        kv = (pc + p if p else 0) + (kv_tokens + batch if batch else 0)
+        return self._step(p + batch, pairs, kv)
+
+    def tokens_step_ns(self, tokens: int, pairs: int, kv_tokens_touched: int) -> int:
+        """General step: `tokens` new tokens, `pairs` attention pairs, KV tokens read + written."""
+        return self._step(tokens, pairs, kv_tokens_touched) if tokens > 0 else 0
+
+    # --- runs of decode steps -----------------------------------------------------------------------------
+    def _lines(self, batch: int, kv_tokens: int) -> tuple[int, int, int, int, int]:
+        """Step i of a run (KV = kv_tokens + batch*i) costs floor(max(line_c(i), line_m(i)) / S) + const."""
+        m = self.model
+        w = min(m.params, m.active_params * batch)
+        k0 = kv_tokens + batch
+        ac, sc = self._ct * batch + self._cp * k0, self._cp * batch
+        am, sm = self._cw * w + self._ck * k0, self._ck * batch
+        const = self._const + int(self._ar_tok * batch)
+        return (ac, sc, am, sm, const) if sc <= sm else (am, sm, ac, sc, const)
+
+    def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:
+        """n consecutive decode steps, KV growing by `batch` per step; == sum of decode_step_ns, in O(log)."""
+        if batch <= 0 or n_steps <= 0:
+            return 0
+        a1, s1, a2, s2, const = self._lines(batch, kv_tokens)
+        return _sum_max(n_steps, a1, s1, a2, s2) + n_steps * const
+
+    def decode_steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
+        """Largest n with decode_run_ns(batch, kv_tokens, n) <= budget_ns (0 when batch is empty)."""
+        if batch <= 0 or self.decode_step_ns(batch, kv_tokens) > budget_ns:
+            return 0
+        a1, s1, a2, s2, const = self._lines(batch, kv_tokens)
+        est = solve_run(a1, s1, const, budget_ns)
+        i0 = 0 if a1 <= a2 else (math.inf if s1 == s2 else -(-(a1 - a2) // (s2 - s1)))
+        if est > i0:  # the run crosses into line 2's regime: solve the remainder there
+            spent = self.decode_run_ns(batch, kv_tokens, i0)
+            est = i0 + solve_run(a2 + s2 * i0, s2, const, budget_ns - spent)
+        return exact_within(lambda n: self.decode_run_ns(batch, kv_tokens, n), budget_ns, max(1, int(est)))
+
+    # --- memory ---------------------------------------------------------------------------------------------
+    def usable_bytes(self) -> int:
+        return int(self.mem_fraction * self.gpu.hbm_bytes * self.tp)
+
+    def exceeds_hbm(self) -> bool:
+        return self.model.weight_bytes() >= self.usable_bytes()
+
+    def kv_bytes_per_token_instance(self) -> float:
+        """HBM one token's KV occupies across the instance (replicated where TP cannot split it)."""
+        return self.model.kv_bytes_per_token() * self.tp / self._kv_div
+
+    def kv_capacity_tokens(self) -> int:
+        if self.exceeds_hbm():
+            gb = 1e9
+            raise ConfigError(
+                f"model {self.model.name} ({self.model.weight_bytes() / gb:.1f} GB of weights) does not fit in "
+                f"tp={self.tp} x {self.gpu.name} ({self.usable_bytes() / gb:.1f} GB usable at mem_fraction="
+                f"{self.mem_fraction}); raise tp or pick a larger GPU")
+        return int((self.usable_bytes() - self.model.weight_bytes()) // self.kv_bytes_per_token_instance())
+
+
+# Keys of a pool table that configure its cost model; the caller rejects keys outside COST_KEYS | its own keys.
+COST_KEYS = frozenset({"model", "gpu", "tp", "gpus_per_node", "mfu", "mbu", "step_overhead_ns", "layer_overhead_ns",
+                       "mem_fraction", "dp_attention", "allreduce_link", "profile"})
+_GPU_OVERRIDES = ("mfu", "mbu", "step_overhead_ns", "layer_overhead_ns")
+
+
+def _named_or_table(cfg: dict, key: str, where: str, lookup: Callable, build: Callable) -> Any:
+    """A catalog name (`gpu = "H100"`) or an inline table with the spec's fields (`gpu = {flops_per_s = ...}`)."""
+    value = cfg[key]
+    if isinstance(value, dict):
+        return build(value, f"{where} key {key!r}")
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: key {key!r}: expected a catalog name or a table, got {value!r}")
+    return lookup(value, f"{where} key {key!r}")
+
+
+def _check_tp(m: ModelSpec, tp: Any, per_node: Any, where: str) -> None:
+    if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1:
+        raise ConfigError(f"{where}: key 'gpus_per_node' = {per_node!r}: expected a whole number >= 1")
+    allowed = [d for d in range(1, per_node + 1) if m.n_heads % d == 0]
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp not in allowed:
+        why = f"exceeds gpus_per_node = {per_node}" if isinstance(tp, int) and tp > per_node else \
+            f"must divide n_heads = {m.n_heads} of {m.name}"
+        raise ConfigError(f"{where}: key 'tp' = {tp!r} {why}; allowed: {', '.join(map(str, allowed))}")
+
+
+def cost_model(cfg: dict, where: str) -> Any:
+    """CostModel (or ProfileCost when `profile` names a CSV) from a pool table; see COST_KEYS. Errors name `where`."""
+    for key in ("model", "gpu"):
+        if key not in cfg:
+            raise ConfigError(f"{where}: missing key {key!r} (e.g. model = \"Llama-3.1-8B\", gpu = \"H100\")")
+    m = _named_or_table(cfg, "model", where, spec_model, model_from)
+    g = _named_or_table(cfg, "gpu", where, spec_gpu, gpu_from)
+    if any(k in cfg for k in _GPU_OVERRIDES):
+        base = {f: getattr(g, f) for f in ("flops_per_s", "hbm_bytes", "hbm_bytes_per_s") + _GPU_OVERRIDES}
+        g = gpu_from({**base, **{k: cfg[k] for k in _GPU_OVERRIDES if k in cfg}}, where, g.name)
+    tp = cfg.get("tp", 1)
+    _check_tp(m, tp, cfg.get("gpus_per_node", 8), where)
+    frac = cfg.get("mem_fraction", 0.9)
+    if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
+        raise ConfigError(f"{where}: key 'mem_fraction' = {frac!r}: expected a number in (0, 1]")
+    dp = cfg.get("dp_attention", False)
+    if not isinstance(dp, bool):
+        raise ConfigError(f"{where}: key 'dp_attention' = {dp!r}: expected true or false")
+    ar = _named_or_table(cfg, "allreduce_link", where, spec_link, link_from) if "allreduce_link" in cfg else None
+    cm = CostModel(m, g, tp, ar, float(frac), dp)
+    try:
+        cm.kv_capacity_tokens()
+    except ConfigError as e:
+        raise ConfigError(f"{where}: keys 'model'/'gpu'/'tp': {e}") from None
+    if "profile" in cfg:
+        from kvbench.sim.cost_profile import ProfileCost
+
+        return ProfileCost.load(cfg["profile"], cm, f"{where} key 'profile'")
+    return cm
+
+
+def __getattr__(name: str) -> Any:
+    # ProfileCost lives in cost_profile.py (which imports this module); re-exported lazily to avoid the cycle.
+    if name == "ProfileCost":
+        from kvbench.sim.cost_profile import ProfileCost
+
+        return ProfileCost
+    raise AttributeError(name)

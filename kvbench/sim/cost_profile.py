@@ -1,0 +1,140 @@
+"""A measured step-time profile (CSV: batch shape -> time) interpolated, so the sim can be calibrated to an engine.
+
+CSV columns (header required): prefill_tokens, context_tokens, batch, kv_tokens, time_ms.
+* Prefill rows (batch = 0): time = p(prefill_tokens) + q * prefill_tokens * context_tokens, where p interpolates
+  the rows with context_tokens = 0 linearly (extrapolating the outer segments) and q is the least-squares slope of
+  the remaining rows' excess over p (attention over cached context); q = 0 when no row has context.
+* Decode rows (prefill_tokens = 0): for each measured batch size b, a least-squares line a_b + s_b * kv_tokens;
+  a and s are interpolated linearly in batch between measured sizes (extrapolated outside).
+* A mixed step costs prefill(prefill_tokens + batch, context) + s_batch * kv_tokens: the decode tokens ride in the
+  same GEMMs as the chunk, and their attention over the running KV is the decode slope.
+Memory (capacity, exceeds_hbm) comes from the roofline CostModel of the same model/gpu/tp.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+from pathlib import Path
+
+from kvbench.config import ConfigError
+from kvbench.sim.cost import CostModel, S, exact_within, floor_sum, solve_run
+from kvbench.units import ms_to_ns
+
+COLUMNS = ("prefill_tokens", "context_tokens", "batch", "kv_tokens", "time_ms")
+
+
+def _interp(xs: list[float], ys: list[float], x: float) -> float:
+    """Piecewise-linear through (xs, ys), extrapolating the first/last segment; a single point is constant."""
+    if len(xs) == 1:
+        return ys[0]
+    i = min(max(bisect.bisect_right(xs, x), 1), len(xs) - 1)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares (intercept, slope); one distinct x gives a flat line through the mean."""
+    n = len(points)
+    mx = sum(p[0] for p in points) / n
+    my = sum(p[1] for p in points) / n
+    sxx = sum((p[0] - mx) ** 2 for p in points)
+    if sxx == 0:
+        return my, 0.0
+    slope = sum((p[0] - mx) * (p[1] - my) for p in points) / sxx
+    return my - slope * mx, slope
+
+
+def _read_rows(path: Path, where: str) -> list[tuple[int, int, int, int, float]]:
+    if not path.is_file():
+        raise ConfigError(f"{where}: profile {path}: no such file")
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ConfigError(f"{where}: profile {path}: missing column(s) {', '.join(missing)}; "
+                              f"expected {', '.join(COLUMNS)}")
+        rows = []
+        for line, r in enumerate(reader, start=2):
+            try:
+                p, c, b, k = (int(r[col]) for col in COLUMNS[:4])
+                t = float(r["time_ms"])
+            except (ValueError, TypeError):
+                raise ConfigError(f"{path}:{line}: expected whole numbers and time_ms, got {dict(r)}") from None
+            if min(p, c, b, k) < 0 or not t > 0 or (p == 0) == (b == 0):
+                raise ConfigError(f"{path}:{line}: need counts >= 0, time_ms > 0 and exactly one of "
+                                  f"prefill_tokens / batch > 0 (prefill row or decode row)")
+            rows.append((p, c, b, k, t))
+    return rows
+
+
+class ProfileCost:
+    """Same step-time methods as CostModel, interpolated from a measured profile (see the module docstring)."""
+
+    __slots__ = ("roofline", "model", "gpu", "tp", "_pn", "_pt", "_q", "_db", "_da", "_ds")
+
+    def __init__(self, roofline: CostModel, prefill: list[tuple[int, int, float]],
+                 decode: list[tuple[int, int, float]], where: str) -> None:
+        self.roofline, self.model, self.gpu, self.tp = roofline, roofline.model, roofline.gpu, roofline.tp
+        base = sorted((n, t) for n, c, t in prefill if c == 0)
+        if not base or not decode:
+            raise ConfigError(f"{where}: profile needs prefill rows with context_tokens = 0 and decode rows")
+        self._pn, self._pt = [float(n) for n, _ in base], [t for _, t in base]
+        extra = [(n * c, t - _interp(self._pn, self._pt, n)) for n, c, t in prefill if c > 0]
+        self._q = max(0.0, sum(x * y for x, y in extra) / sum(x * x for x, _ in extra)) if extra else 0.0
+        by_batch: dict[int, list[tuple[float, float]]] = {}
+        for b, k, t in decode:
+            by_batch.setdefault(b, []).append((k, t))
+        self._db = [float(b) for b in sorted(by_batch)]
+        fits = [_line(by_batch[b]) for b in sorted(by_batch)]
+        self._da, self._ds = [a for a, _ in fits], [s for _, s in fits]
+
+    @classmethod
+    def load(cls, path: str | Path, roofline: CostModel, where: str) -> "ProfileCost":
+        rows = _read_rows(Path(path), where)
+        prefill = [(p, c, ms_to_ns(t)) for p, c, b, k, t in rows if b == 0]
+        decode = [(b, k, ms_to_ns(t)) for p, c, b, k, t in rows if p == 0]
+        return cls(roofline, prefill, decode, where)
+
+    def _decode_coef(self, batch: int) -> tuple[int, int]:
+        """Fixed-point (intercept, slope per KV token) of a decode step of `batch`; every step costs >= 1 ns."""
+        a = _interp(self._db, self._da, batch)
+        s = _interp(self._db, self._ds, batch)
+        return max(S, round(a * S)), max(0, round(s * S))
+
+    def prefill_ns(self, new_tokens: int, context_tokens: int = 0) -> int:
+        if new_tokens <= 0:
+            return 0
+        t = _interp(self._pn, self._pt, new_tokens) + self._q * new_tokens * context_tokens
+        return max(1, int(t))
+
+    def decode_step_ns(self, batch: int, kv_tokens: int) -> int:
+        if batch <= 0:
+            return 0
+        a, s = self._decode_coef(batch)
+        return (a + s * kv_tokens) // S
+
+    def step_ns(self, prefill_tokens: int, prefill_context: int, batch: int, kv_tokens: int) -> int:
+        if prefill_tokens <= 0:
+            return self.decode_step_ns(batch, kv_tokens)
+        slope = self._decode_coef(batch)[1] if batch > 0 else 0
+        return self.prefill_ns(prefill_tokens + batch, prefill_context) + slope * kv_tokens // S
+
+    def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:
+        if batch <= 0 or n_steps <= 0:
+            return 0
+        a, s = self._decode_coef(batch)
+        return floor_sum(n_steps, S, s * batch, a + s * kv_tokens)
+
+    def decode_steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
+        if batch <= 0 or self.decode_step_ns(batch, kv_tokens) > budget_ns:
+            return 0
+        a, s = self._decode_coef(batch)
+        est = solve_run(a + s * kv_tokens, s * batch, 0, budget_ns)
+        return exact_within(lambda n: self.decode_run_ns(batch, kv_tokens, n), budget_ns, max(1, int(est)))
+
+    def kv_capacity_tokens(self) -> int:
+        return self.roofline.kv_capacity_tokens()
+
+    def exceeds_hbm(self) -> bool:
+        return self.roofline.exceeds_hbm()

@@ -1,0 +1,116 @@
+"""KV transfer time over a link tier: message granularity, the alpha-beta model, layer-wise overlap, shared links.
+
+    transfer_ns = per_request_ns + ceil(messages / outstanding) * alpha_ns + bytes / (bytes_per_s * efficiency)
+
+The first two terms are the latency part (RTT-bound when they dominate), the last the bandwidth part.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from kvbench.sim.spec import LinkSpec, ModelSpec
+
+
+class Granularity(enum.Enum):
+    LAYER_BLOCK = "layer-block"  # one message per (layer, KV block): paged engines moving pages as they are
+    LAYER = "layer"  # one message per layer: the pages of a layer coalesced
+    REQUEST = "request"  # one message for the whole request
+
+
+def messages_for(model: ModelSpec, tokens: int, block_tokens: int, granularity: Granularity) -> tuple[int, int]:
+    """(messages, bytes per message) for moving `tokens` tokens of KV; bytes per message is the mean, rounded up.
+
+    K and V of one (layer, block) travel as one message (they are adjacent in a paged layer-major layout)."""
+    total = tokens * model.kv_bytes_per_token()
+    if tokens <= 0:
+        return 0, 0
+    if granularity is Granularity.LAYER_BLOCK:
+        messages = model.n_layers * -(-tokens // block_tokens)
+    elif granularity is Granularity.LAYER:
+        messages = model.n_layers
+    else:
+        messages = 1
+    return messages, -(-total // messages)
+
+
+def latency_ns(link: LinkSpec, messages: int) -> int:
+    """The RTT part of a transfer: per-request overhead plus one alpha per round of `outstanding` messages."""
+    return link.per_request_ns + -(-messages // link.outstanding) * link.alpha_ns
+
+
+def wire_ns(link: LinkSpec, nbytes: int) -> int:
+    """The bandwidth part of a transfer."""
+    return int(nbytes * 1e9 / link.effective_bytes_per_s)
+
+
+def transfer_ns(link: LinkSpec, nbytes: int, messages: int) -> int:
+    if nbytes <= 0 and messages <= 0:
+        return 0
+    return latency_ns(link, messages) + wire_ns(link, nbytes)
+
+
+def rtt_bound(link: LinkSpec, nbytes: int, messages: int) -> bool:
+    """True when the latency part of the transfer exceeds its bandwidth part."""
+    return latency_ns(link, messages) > wire_ns(link, nbytes)
+
+
+def crossover_bytes(link: LinkSpec, messages: int = 1) -> int:
+    """Message size at which a transfer of `messages` messages spends as long on latency as on the wire.
+
+    For one message this is (per_request + alpha) * beta_eff — the classic alpha*beta half-bandwidth size; for
+    many messages it tends to alpha/outstanding * beta_eff. Messages smaller than this are RTT-bound."""
+    messages = max(1, messages)
+    return int(latency_ns(link, messages) / messages * link.effective_bytes_per_s / 1e9)
+
+
+def exposed_ns(link: LinkSpec, nbytes: int, messages: int, prefill_ns: int, layers: int) -> int:
+    """Transfer time left after a prefill that streams KV layer by layer (only this part delays TTFT).
+
+    Layer j's KV is ready at (j+1)*P/L and its share x = latency(ceil(messages/L)) + wire(bytes/L) is sent after
+    it, one layer after another on the link; the per-request overhead is paid once when layer 0 is ready. The
+    last layer lands at max(P + x, P/L + per_request + L*x), so the exposed part is
+        max(x, per_request + L*x - P*(L-1)/L)
+    — only the last layer's transfer when the link keeps up with the prefill (Splitwise), more when it does not.
+    """
+    if messages <= 0 or layers <= 0:
+        return 0
+    per_layer_msgs = -(-messages // layers)
+    x = -(-per_layer_msgs // link.outstanding) * link.alpha_ns + wire_ns(link, nbytes // layers)
+    behind = link.per_request_ns + layers * x - prefill_ns * (layers - 1) // layers
+    return x if x > behind else behind
+
+
+class SharedLink:
+    """One link shared by concurrent transfers, served FIFO on the wire.
+
+    FIFO, not fair share: start() must return the end time at once so the engine can schedule one event per
+    transfer; under fair share every new transfer would move the end of all transfers in flight. Both disciplines
+    finish a busy period at the same time (the wire is work-conserving either way); FIFO finishes early transfers
+    earlier and late ones later. Only the bandwidth part queues: the latency part (per-request setup, RTTs) of
+    one transfer overlaps with other transfers' bytes, so the wire starts at max(t + latency, wire free).
+    """
+
+    __slots__ = ("link", "free_ns", "busy_ns", "bytes_moved", "transfers",
+                 "_alpha", "_out", "_per_req", "_ns_per_byte")
+
+    def __init__(self, link: LinkSpec) -> None:
+        self.link = link
+        self.free_ns = 0  # when the wire is next idle
+        self.busy_ns = 0  # total wire-busy time (utilisation = busy_ns / elapsed)
+        self.bytes_moved = 0
+        self.transfers = 0
+        self._alpha, self._out, self._per_req = link.alpha_ns, link.outstanding, link.per_request_ns
+        self._ns_per_byte = 1e9 / link.effective_bytes_per_s
+
+    def start(self, t_ns: int, nbytes: int, messages: int) -> int:
+        """Begin a transfer at t_ns; returns when its last byte lands."""
+        ready = t_ns + self._per_req + -(-messages // self._out) * self._alpha
+        wire = int(nbytes * self._ns_per_byte)
+        begin = ready if ready > self.free_ns else self.free_ns
+        end = begin + wire
+        self.free_ns = end
+        self.busy_ns += wire
+        self.bytes_moved += nbytes
+        self.transfers += 1
+        return end
