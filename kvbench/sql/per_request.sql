@@ -1,0 +1,40 @@
+-- per_request: one row per request (every request in the requests table or the event log).
+--   arrival_ns = ARRIVE time (the intended release time), else requests.arrival_ns (requests cancelled unsent)
+--   status     = FINISH | ERROR | REJECT | CANCEL, or RUNNING when the log holds no terminal event (killed run)
+--   reason     = class of an ERROR/REJECT/CANCEL detail (text before the first ':')
+--   ttft_ns    = FIRST_TOKEN - arrival_ns             (from the intended arrival: includes client lag and queueing)
+--   tpot_ns    = (LAST_TOKEN - FIRST_TOKEN) / (output tokens - 1), only for >= 2 output tokens
+--   e2e_ns     = LAST_TOKEN - arrival_ns
+--   lag_ns     = SEND - arrival_ns                     (client lag; vLLM's client_queue_time)
+--   queue_ns   = PREFILL_START - coalesce(ROUTE, SEND) (simulator only)
+--   tbt_ns     = Mooncake TBT (mean of the request's longest 10 % token gaps, see tbt.sql)
+--   good       = status FINISH and every given SLO met: ttft_ns <= $ttft_ns, tpot_ns <= $tpot_ns,
+--                e2e_ns <= $e2el_ns, tbt_ns <= $tbt_ns (a NULL threshold is not checked; a one-token request has
+--                no TPOT/TBT and meets those; a missing TTFT or E2E does not meet its SLO).
+CREATE OR REPLACE TEMP TABLE per_request AS
+WITH joined AS (
+    SELECT coalesce(e.run, r.run) AS run, coalesce(e.req_id, r.req_id) AS req_id,
+           coalesce(e.arrive_ns, r.arrival_ns) AS arrival_ns, e.send_ns, e.first_ns, e.last_ns, e.end_ns,
+           coalesce(e.status, 'RUNNING') AS status,
+           CASE WHEN e.status IN ('ERROR', 'REJECT', 'CANCEL')
+                THEN trim(split_part(coalesce(e.detail, 'unknown'), ':', 1)) END AS reason,
+           coalesce(r.input_tokens, e.arrive_tokens) AS input_tokens, coalesce(e.out_tokens, 0) AS output_tokens,
+           e.cached_tokens, r.trace_reuse_tokens, e.route_ns, e.prefill_start_ns,
+           coalesce(e.prefill_instance, e.first_instance) AS instance,
+           coalesce(e.preemptions, 0) AS preemptions, coalesce(e.migrations, 0) AS migrations
+    FROM request_events e FULL OUTER JOIN requests r ON e.run = r.run AND e.req_id = r.req_id
+),
+timed AS (
+    SELECT j.*, first_ns - arrival_ns AS ttft_ns,
+           CASE WHEN output_tokens >= 2 THEN (last_ns - first_ns)::DOUBLE / (output_tokens - 1) END AS tpot_ns,
+           last_ns - arrival_ns AS e2e_ns, send_ns - arrival_ns AS lag_ns,
+           prefill_start_ns - coalesce(route_ns, send_ns) AS queue_ns, t.tbt_ns
+    FROM joined j LEFT JOIN tbt t ON j.run = t.run AND j.req_id = t.req_id
+)
+SELECT * EXCLUDE (route_ns, prefill_start_ns),
+    status = 'FINISH'
+    AND ($ttft_ns IS NULL OR coalesce(ttft_ns <= $ttft_ns, false))
+    AND ($tpot_ns IS NULL OR coalesce(tpot_ns <= $tpot_ns, true))
+    AND ($e2el_ns IS NULL OR coalesce(e2e_ns <= $e2el_ns, false))
+    AND ($tbt_ns IS NULL OR coalesce(tbt_ns <= $tbt_ns, true)) AS good
+FROM timed;

@@ -1,0 +1,52 @@
+-- token_gaps: the gaps between consecutive token arrivals of each request, as (gap_ns, n) pairs: n gaps of gap_ns.
+-- Three sources, by what the run recorded:
+--  1. real endpoints: gaps between consecutive FIRST_TOKEN and CHUNK events (one gap per streamed chunk, as vLLM's
+--     itl; LAST_TOKEN repeats the last chunk's time and is not a token arrival);
+--  2. runs without CHUNK events and without a steps table (e.g. the fixed target): the request's tokens are taken
+--     as evenly spaced, n = out_tokens - 1 gaps of (last_ns - first_ns) / (out_tokens - 1);
+--  3. simulator runs (a steps table): a request decoding on instance I from DECODE_START (or FIRST_TOKEN) to
+--     LAST_TOKEN experiences every step of I that ends inside that interval. A steps row holds n_steps steps of
+--     equal length, so each gap is (end_ns - t_ns) / n_steps and the k-th step ends at t_ns + k * that.
+--     Approximation: the wait between FIRST_TOKEN and DECODE_START (KV transfer) is not a gap here (it is in
+--     TPOT), and a request migrated to another instance is followed on its DECODE_START instance only.
+--     Steps rows are numbered per (run, instance) in time order; two ASOF joins find the first and last row a
+--     request overlaps and a range join on the row number expands only those rows (no per-instance cross join).
+CREATE OR REPLACE TEMP TABLE token_gaps AS
+WITH sim_runs AS (SELECT DISTINCT run FROM steps),
+chunk_gaps AS (
+    SELECT run, req_id, (t_ns - lag(t_ns) OVER (PARTITION BY run, req_id ORDER BY t_ns))::DOUBLE AS gap_ns,
+           1::BIGINT AS n
+    FROM events WHERE kind IN ('FIRST_TOKEN', 'CHUNK')
+),
+even_gaps AS (
+    SELECT run, req_id, (last_ns - first_ns)::DOUBLE / (out_tokens - 1) AS gap_ns, out_tokens - 1 AS n
+    FROM request_events
+    WHERE n_chunks = 0 AND out_tokens >= 2 AND last_ns >= first_ns AND run NOT IN (SELECT run FROM sim_runs)
+),
+st AS (
+    SELECT run, instance, t_ns, end_ns, n_steps, row_number() OVER (ORDER BY run, instance, t_ns) AS row_no
+    FROM steps WHERE n_steps > 0 AND end_ns > t_ns
+),
+decoding AS (
+    SELECT run, req_id, coalesce(decode_instance, first_instance) AS instance,
+           coalesce(decode_start_ns, first_ns) AS s_ns, last_ns AS e_ns
+    FROM request_events
+    WHERE run IN (SELECT run FROM sim_runs) AND last_ns > coalesce(decode_start_ns, first_ns)
+),
+first_row AS (
+    SELECT d.*, st.row_no AS lo FROM decoding d
+    ASOF JOIN st ON d.run = st.run AND d.instance = st.instance AND d.s_ns < st.end_ns
+),
+row_range AS (
+    SELECT f.*, st.row_no AS hi FROM first_row f
+    ASOF JOIN st ON f.run = st.run AND f.instance = st.instance AND f.e_ns > st.t_ns
+),
+sim_gaps AS (
+    SELECT r.run, r.req_id, (st.end_ns - st.t_ns)::DOUBLE / st.n_steps AS gap_ns,
+           (least(greatest(r.e_ns - st.t_ns, 0), st.end_ns - st.t_ns) * st.n_steps) // (st.end_ns - st.t_ns)
+         - (least(greatest(r.s_ns - st.t_ns, 0), st.end_ns - st.t_ns) * st.n_steps) // (st.end_ns - st.t_ns) AS n
+    FROM row_range r JOIN st ON st.row_no BETWEEN r.lo AND r.hi
+)
+SELECT * FROM chunk_gaps WHERE gap_ns IS NOT NULL
+UNION ALL SELECT * FROM even_gaps
+UNION ALL SELECT * FROM sim_gaps WHERE n > 0;

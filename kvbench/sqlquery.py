@@ -1,0 +1,48 @@
+"""`kvbench sql`: a user's DuckDB query over one or several runs, printed as a table, CSV or JSON."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from kvbench.config import ConfigError
+
+
+def run_query(runs: Sequence[str | Path], query: str, fmt: str = "table", slo: str | None = None,
+              limit: int = 100) -> None:
+    """Open the runs (views events, requests, steps, server_metrics; table per_request) and print the query."""
+    import duckdb
+
+    from kvbench.metrics import open_runs, parse_slo, prepare
+
+    con = open_runs(runs)
+    try:
+        prepare(con, parse_slo(slo) if slo else None)
+        try:
+            df = con.execute(query).df()
+        except duckdb.Error as e:
+            raise ConfigError(f"query failed: {str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+    if fmt == "csv":
+        df.to_csv(sys.stdout, index=False)
+    elif fmt == "json":
+        sys.stdout.write(df.to_json(orient="records", lines=False) + "\n")
+    else:
+        _print_table(df, limit)
+
+
+def _print_table(df, limit: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table()
+    for col in df.columns:
+        t.add_column(str(col), justify="right" if df[col].dtype.kind in "iuf" else "left")
+    for row in df.head(limit).itertuples(index=False):
+        t.add_row(*("" if v is None or v != v else str(v) for v in row))
+    console = Console()
+    console.print(t)
+    if len(df) > limit:
+        console.print(f"{len(df) - limit:,} more rows (use --csv or --json for all, or --limit N)")

@@ -1,0 +1,138 @@
+"""`kvbench summary`: compute a run's figures, write RUN/summary.json and print them as rich tables."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import IO, Any
+
+from kvbench.config import ConfigError
+from kvbench.metrics import LATENCIES, Slo, slo_from_manifest
+from kvbench.runset import check_run
+
+SUMMARY_VERSION = 1
+_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2e_ms": "E2E", "client_lag_ms": "client lag",
+           "tbt_ms": "TBT (Mooncake)", "queue_ms": "queueing (sim)"}
+
+
+def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) -> dict[str, Any]:
+    """The summary.json document: run identity, SLOs used, flat figures, bootstrap samples, time buckets."""
+    from kvbench.bootstrap import samples
+    from kvbench.figures import figures
+    from kvbench.metrics import open_runs, timeseries
+
+    run_dir = Path(run_dir)
+    manifest = check_run(run_dir)
+    slo = slo if slo is not None else slo_from_manifest(manifest)
+    con = open_runs([run_dir])
+    try:
+        figs = figures(con, slo)
+        ts = timeseries(con, bucket_s, slo)
+        kept = ["t_s", "arrivals", "finished", "errors", "in_flight", "output_tok_s", "good", "ttft_p50_ms",
+                "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "hit_ratio", "trace_hit_ratio"]
+        series = {c: [None if v != v else v for v in ts[c].astype(float).tolist()] for c in kept}
+        return {"kvbench_summary": SUMMARY_VERSION, "run_id": manifest.get("run_id"), "run_dir": str(run_dir),
+                "status": _status(manifest), "slo_ms": slo.as_ms(), "metrics": figs,
+                "samples": samples(con, seed=int(manifest.get("seed") or 0)),
+                "timeseries": {"bucket_s": bucket_s, **series}}
+    finally:
+        con.close()
+
+
+def _status(manifest: dict) -> str:
+    status = manifest.get("status", "unknown")
+    return "killed" if status == "running" else status
+
+
+def write(doc: dict[str, Any], run_dir: str | Path) -> Path:
+    """Write RUN/summary.json atomically."""
+    path = Path(run_dir) / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """A summary.json written by kvbench (a gate baseline); ConfigError naming the file otherwise."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such file") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("kvbench_summary") != SUMMARY_VERSION or "metrics" not in doc:
+        raise ConfigError(f"{p}: not a kvbench summary.json (version {SUMMARY_VERSION})")
+    return doc
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.1f}"
+
+
+def latency_table(m: dict[str, Any], title: str):
+    from rich.table import Table
+
+    stats = ("count", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
+    t = Table(title=title, title_justify="left")
+    t.add_column("latency (ms)")
+    for s in stats:
+        t.add_column(s, justify="right")
+    for key, label in _LABELS.items():
+        if m.get(f"{key}.count"):
+            t.add_row(label, *(_fmt(m.get(f"{key}.{s}")) for s in stats))
+    return t
+
+
+def totals_table(m: dict[str, Any], slo_ms: dict[str, float]):
+    from rich.table import Table
+
+    t = Table(show_header=False, box=None, padding=(0, 2))
+    t.add_row("requests", f"{m['requests']:,} ({m['finished']:,} finished, {m['errors']:,} errors, "
+                          f"{m['rejected']:,} rejected, {m['cancelled']:,} cancelled, {m['running']:,} still running)")
+    t.add_row("duration", f"{m['duration_s']:,.3f} s (first ARRIVE to last terminal event)")
+    t.add_row("throughput", f"{_fmt(m['request_throughput'])} req/s, {_fmt(m['output_token_throughput'])} output tok/s, "
+                            f"{_fmt(m['total_token_throughput'])} total tok/s")
+    slo = ", ".join(f"{k}≤{v:g} ms" for k, v in slo_ms.items()) or "none given (good = finished)"
+    t.add_row("SLO", f"{slo}: attainment {_fmt(m['slo_attainment'])}, goodput {_fmt(m['goodput'])} req/s")
+    t.add_row("prefix cache", f"hit ratio {_fmt(m['prefix_hit_ratio'])} (trace-implied {_fmt(m['trace_hit_ratio'])})")
+    for k in sorted(k for k in m if k.startswith(("prefix_hit_ratio.", "failures.", "instance."))):
+        t.add_row(k, _fmt(m[k]))
+    if m["kv_transfer.count"]:
+        t.add_row("KV transfers", f"{m['kv_transfer.count']:,}, {m['kv_transfer.bytes']:,} bytes, "
+                                  f"{_fmt(m['kv_transfer.time_s'])} s, {_fmt(m['kv_transfer.ttft_share'])} of TTFT")
+    if m["preemptions"] or m["migrations"]:
+        t.add_row("preemptions", f"{m['preemptions']:,} ({m['preempted']:,} requests), migrations {m['migrations']:,}")
+    return t
+
+
+def print_summary(doc: dict[str, Any], file: IO[str] | None = None) -> None:
+    from rich.console import Console
+
+    console = Console(file=file, width=max(120, Console(file=file).width))
+    title = f"run {doc.get('run_id') or doc.get('run_dir')} ({doc.get('status')})"
+    console.print(latency_table(doc["metrics"], title))
+    console.print(totals_table(doc["metrics"], doc.get("slo_ms") or {}))
+
+
+def print_run_summary(run_dir: str | Path, file: IO[str] | None = None) -> None:
+    """Called after a replay: summary with the workload's SLOs, written to RUN/summary.json and printed."""
+    doc = build(run_dir)
+    write(doc, run_dir)
+    print_summary(doc, file)
+
+
+def known_metrics() -> set[str]:
+    """Metric keys every summary has (gate rules may name these; per-instance/tier/reason keys are dynamic)."""
+    from kvbench.figures import COUNTS, NS_PER_S_RATES, STATS
+
+    keys = {f"{k}.{s}" for k in LATENCIES for s in STATS} | set(COUNTS) | set(NS_PER_S_RATES.values())
+    keys |= {"duration_s", "slo_attainment", "prefix_hit_ratio", "trace_hit_ratio", "kv_transfer.count",
+             "kv_transfer.bytes", "kv_transfer.time_s", "kv_transfer.mean_ms", "kv_transfer.ttft_share"}
+    return keys
