@@ -78,6 +78,10 @@ def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
         log.close()
         manifest.update(status=stats.status, finished_at=datetime.now(timezone.utc).isoformat(),
                         wall_s=round((time.monotonic_ns() - t0) / 1e9, 3), counts=_counts(stats))
+        if spec.kind in REALTIME_KINDS:  # real clients can fall behind the schedule: check and flag it
+            from kvbench.http.lag import client_lag
+
+            manifest.update(client_lag(run_dir, spec.params))
         write_manifest(run_dir, manifest)
     return run_dir, stats
 

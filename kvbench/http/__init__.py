@@ -1,0 +1,1 @@
+"""The OpenAI-compatible HTTP target: profiles, prompt synthesis, SSE parsing, streaming client, workers, scraping."""

@@ -1,0 +1,91 @@
+"""Blocking set-up probes before a run: the served model name and the tokenizer's tokens per synthesised word."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from dataclasses import replace
+
+from kvbench.config import ConfigError
+from kvbench.http.profile import EndpointProfile
+from kvbench.http.prompts import calibration_texts
+
+PROBE_TIMEOUT_S = 30.0
+
+
+def auth_headers(prof: EndpointProfile) -> dict[str, str]:
+    """Profile headers plus the bearer key read from the named env var (never stored in the profile or logs)."""
+    headers = {"Content-Type": "application/json", **prof.headers}
+    if prof.api_key_env:
+        key = os.environ.get(prof.api_key_env)
+        if not key:
+            raise ConfigError(f"target profile: api_key_env names {prof.api_key_env!r}, which is not set")
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _call(prof: EndpointProfile, url: str, body: dict | None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers=auth_headers(prof), method="GET" if data is None else "POST")
+    with urllib.request.urlopen(req, timeout=PROBE_TIMEOUT_S) as resp:
+        return json.loads(resp.read())
+
+
+def served_model(prof: EndpointProfile) -> str:
+    """The profile's model, else the first id listed by GET /models (llama.cpp and vLLM list the served name)."""
+    if prof.model:
+        return prof.model
+    try:
+        ids = [m["id"] for m in _call(prof, prof.base_url + "/models", None).get("data", [])]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{prof.base_url}/models: cannot list models ({type(e).__name__}: {e}); "
+                          f"set 'model' in the profile or --set model=NAME") from None
+    if not ids:
+        raise ConfigError(f"{prof.base_url}/models lists no model; set --set model=NAME")
+    return ids[0]
+
+
+def count_tokenize(prof: EndpointProfile, model: str, text: str) -> int:
+    """Token count from the server's /tokenize (llama.cpp reads `content`, vLLM `prompt` and answers `count`)."""
+    out = _call(prof, prof.root_url + prof.tokenize_path, {"model": model, "content": text, "prompt": text})
+    return int(out["count"]) if "count" in out else len(out["tokens"])
+
+
+def count_usage(prof: EndpointProfile, model: str, text: str) -> int:
+    """Prompt tokens the server reports for a one-token, non-streamed request."""
+    body: dict = {"model": model, "max_tokens": 1, **prof.extra_body, "stream": False}
+    if prof.api == "chat":
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    return int(_call(prof, prof.endpoint_url, body)["usage"]["prompt_tokens"])
+
+
+def tokens_per_word(prof: EndpointProfile, model: str) -> float:
+    """Calibrate: Δtokens / Δwords of two probe texts (cancels BOS and template overhead); 1.0 when off."""
+    if prof.tokens_per_word > 0:
+        return prof.tokens_per_word
+    if prof.calibrate == "off":
+        return 1.0
+    counters = {"auto": (count_tokenize, count_usage), "tokenize": (count_tokenize,), "usage": (count_usage,)}
+    (w1, t1), (w2, t2) = calibration_texts()
+    errors = []
+    for count in counters[prof.calibrate]:
+        try:
+            n1, n2 = count(prof, model, t1), count(prof, model, t2)
+        except (OSError, ValueError, KeyError, TypeError, urllib.error.HTTPError) as e:
+            errors.append(f"{count.__name__}: {type(e).__name__}: {e}")
+            continue
+        if n2 > n1:
+            return (n2 - n1) / (w2 - w1)
+        errors.append(f"{count.__name__}: counts {n1}, {n2} do not grow with the text")
+    raise ConfigError(f"{prof.base_url}: cannot calibrate prompt length ({'; '.join(errors)}); "
+                      f"set tokens_per_word in the profile or --set calibrate=off")
+
+
+def prepare(prof: EndpointProfile) -> EndpointProfile:
+    """The profile with `model` and `tokens_per_word` filled in (done once; workers inherit the result)."""
+    model = served_model(prof)
+    return replace(prof, model=model, tokens_per_word=tokens_per_word(replace(prof, model=model), model))

@@ -1,0 +1,79 @@
+"""Incremental Server-Sent Events parser: bytes in any split (mid-line, CRLF, many events a read) -> data payloads."""
+
+from __future__ import annotations
+
+_KNOWN_FIELDS = (b"event", b"id", b"retry")
+
+
+class SSEError(ValueError):
+    """The stream is not valid SSE (a line with an unknown field, or an event larger than the limit)."""
+
+
+class SSEParser:
+    """Feed raw bytes as they arrive; get back the `data` of each completed event.
+
+    Line ends are LF, CRLF or CR (a CR at the end of one read may be the first half of a CRLF, so it is held
+    back). Comments (`:` lines, keep-alives) and `event`/`id`/`retry` fields are skipped; any other field is
+    malformed input and raises SSEError, because a benchmark must not quietly drop what it cannot read.
+    A line with no line end yet is kept as a list of pieces, so a multi-MB event costs linear time.
+    """
+
+    __slots__ = ("_pieces", "_pending", "_data", "_cr", "max_bytes")
+
+    def __init__(self, max_bytes: int = 64 << 20):
+        self._pieces: list[bytes] = []  # the unterminated tail of the stream
+        self._pending = 0  # bytes in _pieces
+        self._data: bytes | None = None  # data lines of the event being read (joined with LF)
+        self._cr = False  # the previous read ended with CR
+        self.max_bytes = max_bytes
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._cr:
+            chunk = b"\r" + chunk
+            self._cr = False
+        if b"\r" in chunk:
+            if chunk[-1:] == b"\r":
+                self._cr, chunk = True, chunk[:-1]
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in chunk:
+            self._keep(chunk)
+            return []
+        if self._pieces:
+            self._pieces.append(chunk)
+            chunk = b"".join(self._pieces)
+            self._pieces, self._pending = [], 0
+        lines = chunk.split(b"\n")
+        self._keep(lines.pop())
+        out: list[bytes] = []
+        for line in lines:
+            self._line(line, out)
+        return out
+
+    def close(self) -> list[bytes]:
+        """End of stream: a last line without its line end, and an event without its blank line, still count."""
+        out: list[bytes] = []
+        if self._pieces:
+            line = b"".join(self._pieces)
+            self._pieces, self._pending = [], 0
+            self._line(line, out)
+        self._line(b"", out)
+        return out
+
+    def _keep(self, piece: bytes) -> None:
+        if piece:
+            self._pending += len(piece)
+            if self._pending > self.max_bytes:
+                raise SSEError(f"event larger than {self.max_bytes} bytes")
+            self._pieces.append(piece)
+
+    def _line(self, line: bytes, out: list[bytes]) -> None:
+        if not line:
+            if self._data is not None:
+                out.append(self._data)
+                self._data = None
+            return
+        if line[:5] == b"data:":
+            value = line[6:] if line[5:6] == b" " else line[5:]
+            self._data = value if self._data is None else self._data + b"\n" + value
+        elif line[:1] != b":" and line.partition(b":")[0] not in _KNOWN_FIELDS:
+            raise SSEError(f"malformed SSE line {line[:80]!r}")
