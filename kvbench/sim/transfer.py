@@ -114,3 +114,15 @@ class SharedLink:
         self.bytes_moved += nbytes
         self.transfers += 1
         return end
+
+
+def describe(link: LinkSpec, model: ModelSpec, tokens: int, granularity: Granularity, block_tokens: int) -> dict:
+    """One row of `kvbench kv-transfer`: sizes, time, its two parts, the regime and the crossover message size."""
+    messages, per_message = messages_for(model, tokens, block_tokens, granularity)
+    nbytes = tokens * model.kv_bytes_per_token()
+    lat, wire = latency_ns(link, messages), wire_ns(link, nbytes)
+    return {"link": link.name, "messages": messages, "bytes_per_message": per_message, "kv_bytes": nbytes,
+            "transfer_ns": lat + wire, "latency_ns": lat, "wire_ns": wire,
+            "regime": "rtt-bound" if lat > wire else "bandwidth-bound",
+            "crossover_bytes": crossover_bytes(link, messages),
+            "effective_bytes_per_s": link.effective_bytes_per_s, "note": link.note}
