@@ -19,8 +19,6 @@ import hashlib
 import os
 from pathlib import Path
 
-from kvbench.http.prompts import WORDS
-
 FORMAT_VERSION = 1  # bump when the file layout changes: it is part of the cached file name
 N_LAYERS, D_MODEL, N_HEADS, D_FFN, N_CTX = 2, 64, 4, 128, 16384
 _CONST_DIM, _CONST, _FORBID = 0, 10.0, -1000.0
@@ -41,6 +39,8 @@ def cache_dir() -> Path:
 
 def words() -> list[str]:
     """The word tokens without their leading space: the prompt synthesiser's words, sorted."""
+    from kvbench.http.prompts import WORDS
+
     return sorted(set(WORDS))
 
 
