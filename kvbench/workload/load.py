@@ -42,12 +42,32 @@ def check_file(path: str | Path) -> Path:
     return p
 
 
-def from_trace(path: str | Path) -> Workload:
-    """A trace file replayed as recorded. The format is chosen from the file's name and first bytes."""
-    from kvbench.workload.mooncake import read_mooncake
+def from_trace(path: str | Path, seed: int = 0) -> Workload:
+    """A trace file replayed as recorded. The format is chosen from the file's first bytes (see build.detect_format);
+    files without timestamps (ShareGPT, length CSVs) get Poisson arrivals at 1 req/s from `seed`."""
+    from kvbench.workload.build import for_trace
 
-    p = check_file(path)
-    return Workload(p.stem, str(p), file_digest(p), lambda: read_mooncake(p))
+    return for_trace(path, seed)
+
+
+def workload_dirs() -> list[Path]:
+    """Where workload names are looked up: ./workloads, then the workloads/ beside an editable install."""
+    return [Path.cwd() / "workloads", Path(__file__).resolve().parents[2] / "workloads"]
+
+
+def find_workload(ref: str, base: Path | None = None) -> Path:
+    """A spec path (relative to `base` when given, else the cwd) or a NAME in the workload dirs."""
+    if ref.endswith(".toml") or "/" in ref:
+        p = (base / ref) if base is not None and not Path(ref).is_absolute() else Path(ref)
+        if not p.is_file():
+            raise ConfigError(f"{p}: no such workload spec")
+        return p
+    dirs = ([base] if base is not None else []) + workload_dirs()
+    for d in dirs:
+        if (d / f"{ref}.toml").is_file():
+            return d / f"{ref}.toml"
+    known = sorted({p.stem for d in dirs if d.is_dir() for p in d.glob("*.toml")})
+    raise ConfigError(f"unknown workload {ref!r}; known: {', '.join(known) or '(none found)'}")
 
 
 def shape(w: Workload, time_scale: float = 1.0, start_s: float = 0.0, duration_s: float | None = None,
@@ -81,9 +101,19 @@ def select(trace: str | Path | None, workload: str | None, seed: int = 0) -> Wor
     if (trace is None) == (workload is None):
         raise ConfigError("give exactly one of --trace FILE or --workload NAME|FILE")
     if trace is not None:
-        return from_trace(trace)
-    raise ConfigError("--workload specs are not supported yet")
+        return from_trace(trace, seed)
+    from kvbench.workload.build import build
+    from kvbench.workload.spec import load_spec
+
+    return build(load_spec(find_workload(workload)), seed)
 
 
 def retime_poisson(w: Workload, rate: float, seed: int) -> Workload:
-    raise ConfigError("--rate is not supported yet")
+    """The same requests in the same order, re-timed as a Poisson process at `rate` requests/s (--rate)."""
+    from kvbench.workload.arrivals import ArrivalSpec
+    from kvbench.workload.build import retimed
+
+    if not rate > 0:
+        raise ConfigError(f"--rate must be > 0 requests/s, got {rate}")
+    return replace(w, make=retimed(w.make, ArrivalSpec("poisson", rate), seed),
+                   shaping={**w.shaping, "rate_per_s": rate})

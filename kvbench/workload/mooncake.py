@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import orjson
 
@@ -26,7 +27,8 @@ def _field_int(rec: dict, key: str, where: str, minimum: int = 0) -> int:
     return int(value)
 
 
-def parse_line(line: bytes, where: str, req_id: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> Request:
+def parse_line(line: bytes, where: str, req_id: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+               name: str = "") -> Request:
     """One JSONL record -> Request; `where` is 'file:line' for error messages."""
     try:
         rec = orjson.loads(line)
@@ -46,13 +48,29 @@ def parse_line(line: bytes, where: str, req_id: int, block_tokens: int = MOONCAK
         raise ConfigError(f"{where}: field 'hash_ids': {len(hashes)} ids, but input_length {n_in} needs "
                           f"ceil({n_in}/{block_tokens}) = {-(-n_in // block_tokens)} blocks")
     arrival_ns = int(ts) * NS_PER_MS if isinstance(ts, int) else int(round(ts * NS_PER_MS))
-    return Request(req_id, arrival_ns, n_in, n_out, tuple(hashes), block_tokens)
+    if len(rec) > 4 and "session_id" in rec:
+        return _with_session(rec, where, Request(req_id, arrival_ns, n_in, n_out, tuple(hashes), block_tokens,
+                                                 workload=name))
+    return Request(req_id, arrival_ns, n_in, n_out, tuple(hashes), block_tokens, workload=name)
 
 
-def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> Iterator[Request]:
+def _with_session(rec: dict, where: str, req: Request) -> Request:
+    """kvbench's optional extension keys (written by `trace gen` for sessions and long-CoT mixes)."""
+    sid = _field_int(rec, "session_id", where, -1)
+    turn = _field_int(rec, "turn", where, 0) if "turn" in rec else 0
+    think = rec.get("think_ms", 0)
+    if isinstance(think, bool) or not isinstance(think, (int, float)) or not 0 <= think < 1e9:
+        raise ConfigError(f"{where}: field 'think_ms': expected milliseconds >= 0, got {think!r}")
+    reason = _field_int(rec, "reason_tokens", where, 0) if "reason_tokens" in rec else 0
+    if reason > req.output_tokens:
+        raise ConfigError(f"{where}: field 'reason_tokens': {reason} exceeds output_length {req.output_tokens}")
+    return req._replace(session_id=sid, turn=turn, think_ns=int(round(think * NS_PER_MS)), reason_tokens=reason)
+
+
+def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS, name: str = "") -> Iterator[Request]:
     """Stream requests in file order. Raises ConfigError naming file, line and field for bad input.
 
-    Timestamps must not decrease; callers that want the documented repair (sorting) use `load_sorted`.
+    Timestamps must not decrease; callers that want the documented repair (sorting) use `read_sorted`.
     """
     p = Path(path)
     last_ns, req_id = -1, 0
@@ -62,7 +80,7 @@ def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -
                 continue
             if b"\0" in line:
                 raise ConfigError(f"{p}:{lineno}: binary data, expected JSON lines")
-            req = parse_line(line, f"{p}:{lineno}", req_id, block_tokens)
+            req = parse_line(line, f"{p}:{lineno}", req_id, block_tokens, name)
             if req.arrival_ns < last_ns:
                 raise UnsortedTrace(f"{p}:{lineno}: field 'timestamp' goes back in time "
                                     f"({req.arrival_ns // NS_PER_MS} ms after {last_ns // NS_PER_MS} ms)")
@@ -71,6 +89,65 @@ def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -
             yield req
     if req_id == 0:
         raise ConfigError(f"{p}: empty trace (no records)")
+
+
+def read_sorted(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS, name: str = "") -> Iterator[Request]:
+    """The documented repair for unsorted timestamps: read everything, stable-sort by time, renumber ids."""
+    p = Path(path)
+    reqs: list[Request] = []
+    with open(p, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if b"\0" in line:
+                raise ConfigError(f"{p}:{lineno}: binary data, expected JSON lines")
+            reqs.append(parse_line(line, f"{p}:{lineno}", 0, block_tokens, name))
+    if not reqs:
+        raise ConfigError(f"{p}: empty trace (no records)")
+    reqs.sort(key=lambda r: r.arrival_ns)
+    for i, r in enumerate(reqs):
+        yield r._replace(req_id=i)
+
+
+_TS = re.compile(rb'"timestamp"\s*:\s*(-?[0-9][0-9.eE+-]*)')
+
+
+def first_unsorted_line(path: str | Path) -> int | None:
+    """Line of the first timestamp smaller than the one before (cheap scan, no JSON parsing), or None."""
+    last = float("-inf")
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            m = _TS.search(line)
+            if m is None:
+                continue
+            try:
+                ts = float(m.group(1))
+            except ValueError:
+                return None  # the reader reports the malformed field
+            if ts < last:
+                return lineno
+            last = ts
+    return None
+
+
+def write_mooncake(requests: Iterable[Request], path: str | Path) -> int:
+    """Write requests as Mooncake JSONL (timestamp ms rounded down to an integer); returns the count written.
+
+    Requests without hash ids get an empty list. Sessions and reasoning shares, which the format lacks, go into
+    kvbench's extension keys `session_id, turn, think_ms, reason_tokens` (other readers ignore unknown keys).
+    """
+    n = 0
+    with open(path, "wb") as f:
+        for r in requests:
+            rec = {"timestamp": r.arrival_ns // NS_PER_MS, "input_length": r.input_tokens,
+                   "output_length": r.output_tokens, "hash_ids": list(r.hash_ids)}
+            if r.session_id >= 0 or r.reason_tokens:
+                rec.update(session_id=r.session_id, turn=r.turn, think_ms=r.think_ns // NS_PER_MS,
+                           reason_tokens=r.reason_tokens)
+            f.write(orjson.dumps(rec))
+            f.write(b"\n")
+            n += 1
+    return n
 
 
 class UnsortedTrace(ConfigError):

@@ -1,0 +1,230 @@
+"""ServeGen per-client distributions: 600 s rate windows with Gamma/Weibull gaps, and 6 h PMFs of request lengths.
+
+Sampling follows ServeGen (SOURCES.md §3): in each 600 s window with traffic, n = round(rate * 600 * rate_scale)
+inter-arrival gaps are drawn from the fitted Gamma(shape, scale) or Weibull(shape, scale) and rescaled so the
+window holds exactly n arrivals (we draw n + 1 gaps and scale their sum to 600 s, so the window's last gap is a
+sample too). A request's fields (input_tokens, output_tokens, reason_ratio) come from the PMFs of the 6 h window
+containing its arrival, all by inverse CDF from ONE shared uniform (ServeGen's comonotonic coupling).
+PMF literals are parsed by a strict number-pair grammar, falling back to `ast.literal_eval` (never `eval`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvbench.config import ConfigError
+from kvbench.records import Request
+from kvbench.units import s_to_ns
+
+RATE_WINDOW_S = 600
+DATASET_WINDOW_S = 21_600
+FIELDS = ("input_tokens", "output_tokens", "reason_ratio")
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_PMF = re.compile(rf"\s*\{{\s*(?:{_NUM}\s*:\s*{_NUM}\s*(?:,\s*{_NUM}\s*:\s*{_NUM}\s*)*,?)?\s*\}}\s*")
+_NUMS = re.compile(_NUM)
+
+
+@dataclass(frozen=True)
+class Pmf:
+    values: object  # np.ndarray float64, ascending
+    cdf: object  # np.ndarray float64, last = 1
+
+    def quantile(self, u):
+        import numpy as np
+
+        idx = np.searchsorted(self.cdf, u, side="right")
+        return self.values[np.minimum(idx, len(self.values) - 1)]
+
+
+def parse_pmf(text: object, where: str) -> Pmf | None:
+    """'{45: 0.0096, ...}' -> Pmf with normalised CDF, None for '{}'; errors name `where` (file: window.field)."""
+    import numpy as np
+
+    if not isinstance(text, str):
+        raise ConfigError(f"{where}: expected a PMF literal string, got {type(text).__name__}")
+    if _PMF.fullmatch(text):
+        nums = np.array(_NUMS.findall(text), dtype=np.float64)
+        values, probs = nums[0::2], nums[1::2]
+    else:
+        try:
+            d = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise ConfigError(f"{where}: not a PMF literal {{value: probability, ...}}") from None
+        if not isinstance(d, dict) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                              for kv in d.items() for x in kv):
+            raise ConfigError(f"{where}: expected a dict of number: probability")
+        values = np.array(list(d.keys()), dtype=np.float64)
+        probs = np.array(list(d.values()), dtype=np.float64)
+    if not len(values):
+        return None
+    if not np.all(np.isfinite(probs)) or np.any(probs < 0) or probs.sum() <= 0:
+        raise ConfigError(f"{where}: PMF needs finite non-negative probabilities summing to more than 0")
+    order = np.argsort(values, kind="stable")
+    cdf = np.cumsum(probs[order])
+    return Pmf(values[order], cdf / cdf[-1])
+
+
+@dataclass(frozen=True)
+class Client:
+    client_id: int
+    windows: object  # np.ndarray (k, 4): start_s, rate, shape, scale; family in `families`
+    families: tuple[str, ...]
+    datasets: dict  # dataset window start_s -> {field: Pmf}
+
+
+def client_ids(directory: Path) -> list[int]:
+    """Ids of the clients that have both a trace and a dataset file in a ServeGen model directory."""
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: not a directory (expected a ServeGen model folder with chunk-*-trace.csv)")
+    ids = sorted(int(m.group(1)) for p in directory.glob("chunk-*-trace.csv")
+                 if (m := re.fullmatch(r"chunk-(\d+)-trace\.csv", p.name))
+                 and (directory / f"chunk-{m.group(1)}-dataset.json").is_file())
+    if not ids:
+        raise ConfigError(f"{directory}: no chunk-N-trace.csv with a chunk-N-dataset.json beside it")
+    return ids
+
+
+def _read_windows(path: Path):
+    import numpy as np
+
+    rows, families = [], []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        if len(cells) != 6:
+            raise ConfigError(f"{path}:{lineno}: expected 6 fields (start_s, rate, cv, family, shape, scale)")
+        family = cells[3].strip()
+        if family not in ("", "Gamma", "Weibull"):
+            raise ConfigError(f"{path}:{lineno}: field 'family': expected Gamma, Weibull or empty, got {family!r}")
+        try:
+            start, rate, shape, scale = (float(cells[i]) for i in (0, 1, 4, 5))
+        except ValueError:
+            raise ConfigError(f"{path}:{lineno}: expected numbers in fields start_s, rate, shape, scale") from None
+        if not (rate >= 0 and start >= 0) or (family and not (shape > 0 and scale > 0)):
+            raise ConfigError(f"{path}:{lineno}: field 'rate'/'shape'/'scale': expected rate >= 0, shape and scale > 0")
+        rows.append((start, rate if family else 0.0, shape, scale))
+        families.append(family)
+    return np.array(rows, dtype=np.float64).reshape(-1, 4), tuple(families)
+
+
+def load_client(directory: Path, client_id: int, fields: tuple[str, ...] = FIELDS) -> Client:
+    import orjson
+
+    windows, families = _read_windows(directory / f"chunk-{client_id}-trace.csv")
+    path = directory / f"chunk-{client_id}-dataset.json"
+    try:
+        raw = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise ConfigError(f"{path}: invalid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected an object of window_start_s -> fields")
+    datasets = {}
+    for key, table in raw.items():
+        if not isinstance(table, dict) or not re.fullmatch(r"\d+", key):
+            raise ConfigError(f"{path}: window {key!r}: expected an integer start second mapping to PMFs")
+        pmfs = {f: parse_pmf(table[f], f"{path}: window {key}.{f}") for f in fields if f in table}
+        if all(pmf is not None for pmf in pmfs.values()):
+            datasets[int(key)] = pmfs  # ServeGen writes '{}' for windows without data: skip them
+    return Client(client_id, windows, families, datasets)
+
+
+def dataset_at(client: Client, t_s: float) -> dict:
+    """The PMFs of the 6 h dataset window holding t_s, else of the nearest window with data (None if none has)."""
+    if not client.datasets:
+        return None
+    return client.datasets[min(client.datasets, key=lambda s: (abs(s + DATASET_WINDOW_S / 2 - t_s), s))]
+
+
+def window_arrivals_s(rng, start_s: float, n: int, family: str, shape: float, scale: float):
+    """n arrival times in [start_s, start_s + 600): fitted gaps rescaled so n + 1 of them span the window."""
+    import numpy as np
+
+    gaps = rng.gamma(shape, scale, n + 1) if family == "Gamma" else scale * rng.weibull(shape, n + 1)
+    total = float(gaps.sum())
+    if not np.isfinite(total) or total <= 0:  # shapes near 0 can underflow every gap: spread evenly instead
+        gaps = np.ones(n + 1)
+        total = float(n + 1)
+    return start_s + np.cumsum(gaps[:-1]) * (RATE_WINDOW_S / total)
+
+
+def sample_fields(pmfs: dict, u) -> dict:
+    """All fields for uniforms `u` (one shared uniform per request: ServeGen's coupling)."""
+    return {f: pmf.quantile(u) for f, pmf in pmfs.items()}
+
+
+def generate(directory: Path, clients: list[int] | None, start_s: float, duration_s: float, rate_scale: float,
+             seed: int, name: str = "") -> list[Request]:
+    """Requests of the chosen clients over [start_s, start_s + duration_s), arrival offsets from start_s."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for cid in clients if clients is not None else client_ids(directory):
+        c = load_client(directory, cid)
+        for (w_start, rate, shape, scale), family in zip(c.windows, c.families):
+            n = int(round(rate * RATE_WINDOW_S * rate_scale))
+            if not family or n == 0 or w_start + RATE_WINDOW_S <= start_s or w_start >= start_s + duration_s:
+                continue
+            t = window_arrivals_s(rng, w_start, n, family, shape, scale)
+            t = t[(t >= start_s) & (t < start_s + duration_s)]
+            pmfs = dataset_at(c, w_start)
+            if pmfs is None:
+                continue
+            f = sample_fields(pmfs, rng.random(len(t)))
+            rows.append((t, f, cid))
+    return _to_requests(rows, start_s, name)
+
+
+def _to_requests(rows, start_s: float, name: str) -> list[Request]:
+    import numpy as np
+
+    reqs = []
+    for t, f, _cid in rows:
+        n_in = np.maximum(1, f["input_tokens"].astype(np.int64))
+        n_out = np.maximum(1, f["output_tokens"].astype(np.int64))
+        ratio = f.get("reason_ratio", np.zeros(len(t)))
+        reason = np.minimum(n_out, np.round(n_out * ratio).astype(np.int64))
+        for ti, a, b, r in zip(t.tolist(), n_in.tolist(), n_out.tolist(), reason.tolist()):
+            reqs.append(Request(0, s_to_ns(ti - start_s), a, b, reason_tokens=r, workload=name))
+    reqs.sort(key=lambda r: r.arrival_ns)
+    return [r._replace(req_id=i) for i, r in enumerate(reqs)]
+
+
+def mixture(directory: Path, clients: list[int] | None = None) -> tuple[list[dict], object]:
+    """Request-weighted mixture over (client, 6 h window): components' PMFs and their weights (sum 1)."""
+    import numpy as np
+
+    comps, weights = [], []
+    for cid in clients if clients is not None else client_ids(directory):
+        c = load_client(directory, cid)
+        for d_start, pmfs in sorted(c.datasets.items()):
+            in_window = (c.windows[:, 0] >= d_start) & (c.windows[:, 0] < d_start + DATASET_WINDOW_S)
+            n = float(c.windows[in_window, 1].sum() * RATE_WINDOW_S)
+            if n > 0:
+                comps.append(pmfs)
+                weights.append(n)
+    if not comps:
+        raise ConfigError(f"{directory}: no client window with both traffic and a dataset")
+    w = np.array(weights)
+    return comps, w / w.sum()
+
+
+def sample_mixture(comps: list[dict], weights, rng, n: int, fields: tuple[str, ...]) -> dict:
+    """n draws from the mixture: a component by weight, then all `fields` from one shared uniform."""
+    import numpy as np
+
+    which = rng.choice(len(comps), size=n, p=weights)
+    u = rng.random(n)
+    out = {f: np.zeros(n) for f in fields}
+    for k in np.unique(which):
+        sel = which == k
+        for f in fields:
+            pmf = comps[k].get(f)
+            if pmf is None:
+                raise ConfigError(f"ServeGen component lacks field {f!r} (not a reasoning model?)")
+            out[f][sel] = pmf.quantile(u[sel])
+    return out

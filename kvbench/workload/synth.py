@@ -1,0 +1,146 @@
+"""Synthetic workloads: arrivals x lengths, shared system-prompt groups and multi-turn sessions as hash_ids.
+
+Block ids follow Mooncake: an id names a 512-token block and everything before it. A group's system prompt of
+`prefix.tokens` tokens owns floor(tokens/512) ids shared by every request of the group (a partial last block
+mixes with the user's text, so it is the request's own). A later turn's prompt is the previous prompt + the
+previous answer + a new message: it reuses the previous prompt's full blocks, and everything after is new.
+Turn k > 0 gets nominal arrival = turn k-1's nominal arrival + think time; replay releases it think time after
+turn k-1 ends. Requests are sorted by arrival and numbered densely; at most `requests` are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvbench.config import ConfigError
+from kvbench.records import Request
+from kvbench.units import MOONCAKE_BLOCK_TOKENS, s_to_ns
+from kvbench.workload.arrivals import ArrivalSpec, arrival_times_ns
+from kvbench.workload.dists import LengthSpec, sample_lengths
+
+
+@dataclass(frozen=True)
+class PrefixSpec:
+    groups: int = 0  # 0: no shared system prompts
+    tokens: int = 2048  # system prompt length per group
+    popularity: str = "zipf"  # zipf | uniform: how requests pick a group
+    zipf_s: float = 1.0  # P(group k) ∝ 1 / (k + 1)^s
+    share: float = 1.0  # fraction of sessions that start with a group prompt
+
+    def validate(self, where: str) -> "PrefixSpec":
+        if self.groups < 0 or self.tokens < 0 or not 0 <= self.share <= 1 or self.zipf_s < 0:
+            raise ConfigError(f"{where}: prefix: expected groups >= 0, tokens >= 0, 0 <= share <= 1, zipf_s >= 0")
+        if self.popularity not in ("zipf", "uniform"):
+            raise ConfigError(f"{where}: prefix.popularity: expected zipf or uniform, got {self.popularity!r}")
+        return self
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    turns_min: int = 1  # turns per session, uniform in [turns_min, turns_max]
+    turns_max: int = 1
+    think_s: float = 0.0  # delay between a turn's end and the next turn's release (mean if exponential)
+    think: str = "fixed"  # fixed | exponential
+    max_context: int = 131_072  # a session ends before a turn's prompt would exceed this many tokens
+
+    def validate(self, where: str) -> "SessionSpec":
+        if not 1 <= self.turns_min <= self.turns_max or self.think_s < 0 or self.max_context < 1:
+            raise ConfigError(f"{where}: sessions: expected 1 <= turns_min <= turns_max, think_s >= 0, max_context >= 1")
+        if self.think not in ("fixed", "exponential"):
+            raise ConfigError(f"{where}: sessions.think: expected fixed or exponential, got {self.think!r}")
+        return self
+
+
+@dataclass(frozen=True)
+class SynthSpec:
+    arrivals: ArrivalSpec = field(default_factory=ArrivalSpec)
+    input: LengthSpec = field(default_factory=LengthSpec)
+    output: LengthSpec = field(default_factory=LengthSpec)
+    prefix: PrefixSpec = field(default_factory=PrefixSpec)
+    sessions: SessionSpec = field(default_factory=SessionSpec)
+    requests: int | None = None  # at most this many requests
+    duration_s: float | None = None  # sessions start within this many seconds
+
+
+def finalize(reqs: list[Request], limit: int | None = None) -> list[Request]:
+    """Stable sort by arrival (a session's turns keep their order), keep `limit`, number the ids densely."""
+    reqs.sort(key=lambda r: r.arrival_ns)
+    if limit is not None:
+        del reqs[limit:]
+    return [r._replace(req_id=i) for i, r in enumerate(reqs)]
+
+
+def group_weights(spec: PrefixSpec):
+    import numpy as np
+
+    k = np.arange(spec.groups, dtype=np.float64)
+    w = np.ones(spec.groups) if spec.popularity == "uniform" else 1.0 / (k + 1.0) ** spec.zipf_s
+    return w / w.sum()
+
+
+def generate(spec: SynthSpec, seed: int, name: str = "", id_base: int = 0) -> list[Request]:
+    """The whole workload, deterministic for `seed`; block ids start at `id_base` (mixtures keep them apart)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ss = spec.sessions
+    mean_turns = (ss.turns_min + ss.turns_max) / 2
+    n_sessions = None if spec.requests is None else int(spec.requests / mean_turns * 1.1) + 8
+    starts = arrival_times_ns(spec.arrivals, rng, n_sessions, spec.duration_s)
+    turns = rng.integers(ss.turns_min, ss.turns_max, len(starts), endpoint=True)
+    total = int(turns.sum())
+    user_in, _ = sample_lengths(spec.input, rng, total, "input")
+    out, reason = sample_lengths(spec.output, rng, total, "output")
+    think_s = np.full(total, ss.think_s) if ss.think == "fixed" else rng.exponential(ss.think_s or 1e-12, total)
+    pf = spec.prefix
+    prefix_blocks = pf.tokens // MOONCAKE_BLOCK_TOKENS if pf.groups else 0
+    use_group = rng.random(len(starts)) < pf.share
+    group = rng.choice(pf.groups, size=len(starts), p=group_weights(pf)) if pf.groups else np.zeros(len(starts), int)
+    cols = (user_in.tolist(), out.tolist(), reason.tolist(), think_s.tolist())
+    ids = _Ids(id_base + pf.groups * prefix_blocks)
+    reqs: list[Request] = []
+    k = 0
+    for sid, (t0, n_turns) in enumerate(zip(starts.tolist(), turns.tolist())):
+        g = int(group[sid]) if pf.groups and use_group[sid] else -1
+        head = tuple(range(id_base + g * prefix_blocks, id_base + (g + 1) * prefix_blocks)) if g >= 0 else ()
+        sys_tokens = pf.tokens if g >= 0 else 0
+        _session(reqs, ids, sid, t0, sys_tokens, head, [c[k:k + n_turns] for c in cols], ss, name)
+        k += n_turns
+    return finalize(reqs, spec.requests)
+
+
+class _Ids:
+    """Fresh block ids from a counter (one per generate call, so the result depends only on the seed)."""
+
+    __slots__ = ("next",)
+
+    def __init__(self, start: int) -> None:
+        self.next = start
+
+    def take(self, n: int) -> tuple[int, ...]:
+        first = self.next
+        self.next += n
+        return tuple(range(first, first + n))
+
+
+def _session(reqs, ids: _Ids, sid: int, t0: int, sys_tokens: int, head: tuple[int, ...], cols, ss: SessionSpec,
+             name: str) -> None:
+    user_in, out, reason, think_s = cols
+    session_id = sid if ss.turns_max > 1 else -1
+    prev_in = prev_out = 0
+    prev_ids: tuple[int, ...] = head
+    kept_blocks = len(head)
+    t = t0
+    for turn in range(len(user_in)):
+        n_in = (sys_tokens + user_in[turn]) if turn == 0 else prev_in + prev_out + user_in[turn]
+        n_in = max(1, n_in)
+        if n_in > ss.max_context:
+            return
+        need = -(-n_in // MOONCAKE_BLOCK_TOKENS)
+        hash_ids = prev_ids[:kept_blocks] + ids.take(need - kept_blocks)
+        think_ns = s_to_ns(think_s[turn]) if turn else 0
+        t += think_ns
+        reqs.append(Request(0, t, n_in, int(out[turn]), hash_ids, MOONCAKE_BLOCK_TOKENS, session_id, turn,
+                            think_ns, int(reason[turn]), None, name))
+        prev_in, prev_out, prev_ids = n_in, int(out[turn]), hash_ids
+        kept_blocks = n_in // MOONCAKE_BLOCK_TOKENS
