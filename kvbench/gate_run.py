@@ -1,0 +1,49 @@
+"""`kvbench gate`: load rules and the two sides, evaluate (kvbench.gate), print and write Markdown / JUnit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from kvbench.config import ConfigError, load_toml
+
+
+def load_rules(path: Path):
+    from kvbench.gate import parse_rules
+    from kvbench.summary import known_metrics
+
+    data, text = load_toml(path)
+    return parse_rules(data, str(path), text, known_metrics())
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot write ({e.strerror})") from None
+
+
+def gate_command(baseline: Path | None, candidate: Path, rules_path: Path, junit: Path | None,
+                 markdown: Path | None, slo: str | None) -> int:
+    """Exit code: 0 every rule passes, 1 a rule fails (regression, limit, too few samples, missing value)."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from kvbench.compare import delta_for, load_side
+    from kvbench.gate import evaluate, to_junit, to_markdown
+    from kvbench.metrics import parse_slo
+
+    rules = load_rules(rules_path)
+    s = parse_slo(slo) if slo else None
+    base = load_side(baseline, s if baseline and baseline.is_dir() else None) if baseline else None
+    cand = load_side(candidate, s if candidate.is_dir() else None)
+    verdicts = evaluate(rules, base, cand, delta_for)
+    title = f"kvbench gate: {candidate}" + (f" vs {baseline}" if baseline else "")
+    md = to_markdown(verdicts, title)
+    if markdown:
+        _write(markdown, md)
+    if junit:
+        _write(junit, to_junit(verdicts))
+    Console(file=sys.stdout, width=160).print(Markdown(md))
+    return 0 if all(v.passed for v in verdicts) else 1
