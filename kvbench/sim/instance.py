@@ -1,0 +1,323 @@
+"""One engine instance: waiting queue, token-budget continuous batching, chunked prefill, paged KV, preemption.
+
+One loop event per batch step that carries prefill, and ONE event for a whole run of identical decode steps:
+between batch-membership changes the decode steps are a known series, priced in closed form by the step pricer.
+A run is cut short (at the end of the step in flight) when new work arrives that could join the batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from heapq import heappop, heappush
+
+from kvbench.records import PREFILL_START
+from kvbench.sim.job import DECODE, HANDOFF, PREFILL, WAITING, Job
+
+
+class Engine:
+    __slots__ = ("name", "role", "node", "sim", "loop", "pricer", "hbm", "pbt", "rows", "budget", "cap", "chunked",
+                 "bs", "kv_total", "blocks_total", "waiting", "prefilling", "running", "dheap", "B", "steps",
+                 "kv_used", "kv_dec", "busy", "hold", "version", "r_t0", "r_n", "r_B", "r_K", "r_chunks", "r_P",
+                 "r_blocks", "incoming", "queued_tokens", "seq", "tok", "index", "joining", "watermark", "leaving")
+
+    def __init__(self, name: str, role: str, node: int, pool, kv_tokens: int, pricer, sim, hbm, rows, index: int):
+        self.name, self.role, self.node, self.sim, self.index = name, role, node, sim, index
+        self.loop = sim.loop
+        self.pricer = pricer  # prices steps and runs (plain or speculative decoding)
+        self.tok = pricer.kv_per_step  # KV tokens each decode step adds per request
+        self.hbm = hbm  # prefix-cache Tier living in the free part of this engine's KV, or None
+        self.pbt = sim.cfg.prefix_block_tokens
+        self.rows = rows  # steps table writer: append(tuple)
+        self.budget, self.cap, self.chunked = pool.token_budget, pool.max_running, pool.chunked_prefill
+        self.bs = pool.block_tokens
+        self.blocks_total = kv_tokens // self.bs
+        self.kv_total = self.blocks_total * self.bs
+        self.waiting: deque[Job] = deque()  # routed, not admitted (needs prefill)
+        self.prefilling: list[Job] = []  # admitted, prefill in progress
+        self.running: dict[Job, int] = {}  # admitted job -> KV tokens reserved at admission, admission order
+        self.dheap: list[tuple[int, int, Job]] = []  # (end_step, seq, job) of the decode batch; stale entries skipped
+        self.B = 0  # requests in the decode batch
+        self.steps = 0  # decode steps run so far (the clock jobs' end_step refers to)
+        self.kv_used = 0  # KV tokens reserved by admitted jobs
+        self.kv_dec = 0  # KV tokens of the decode batch (what a decode step reads)
+        self.busy = False
+        self.hold = False  # inside a run's completion: kicks wait for the re-plan at its end
+        self.version = 0  # bumps when a scheduled run end is superseded (cut short)
+        self.r_t0 = self.r_n = self.r_B = self.r_K = self.r_P = self.r_blocks = 0
+        self.r_chunks: list[tuple[Job, int]] = []
+        self.incoming: deque[Job] = deque()  # decode hand-offs waiting for KV room (their transfer waits too)
+        self.queued_tokens = 0  # prefill tokens waiting or in progress (router load signal)
+        self.seq = 0
+        self.joining: list[tuple[Job, int]] = []  # hand-offs that landed during a run: they join at its end
+        self.leaving: list[tuple[Job, object]] = []  # jobs to take out of the batch at the run's end (migration)
+        self.watermark = self.kv_total // 100  # admissions leave this much KV free (vLLM's 1 % watermark)
+
+    # ---- load signals for routers
+    def load(self) -> int:
+        return len(self.waiting) + len(self.running) + len(self.incoming)
+
+    def free_tokens(self) -> int:
+        return self.kv_total - self.kv_used
+
+    # ---- work arriving
+    def enqueue(self, job: Job, t: int) -> None:
+        """A job that needs prefill here (new, or recomputing after preemption)."""
+        job.engine, job.state = self, WAITING
+        self.waiting.append(job)
+        self.queued_tokens += job.prefill_left
+        self.kick(t)
+
+    def try_reserve(self, job: Job, tokens: int) -> bool:
+        """Reserve KV for a job handed over by another engine (P->D, migration); False if no room or slot."""
+        if self.incoming or not self._fits(tokens) or len(self.running) >= self.cap:
+            return False
+        self._take(job, tokens)
+        return True
+
+    def join_decode(self, job: Job, steps: int, t: int) -> None:
+        """Job (with its KV reserved here) joins the decode batch for `steps` more steps, at the next step boundary."""
+        job.engine = self
+        if self.busy:
+            self.joining.append((job, steps))
+            self.kick(t)
+            return
+        self._join(job, steps)
+        self.kick(t)
+
+    def _join(self, job: Job, steps: int) -> None:
+        self.seq += 1
+        job.state, job.seq = DECODE, self.seq
+        job.join_step = self.steps
+        job.end_step = self.steps + steps
+        self.B += 1
+        self.kv_dec += job.kv
+        heappush(self.dheap, (job.end_step, job.seq, job))
+
+    def kick(self, t: int) -> None:
+        """New work is here: plan now if idle, or cut a long decode run at the step in flight."""
+        if self.hold:
+            return
+        if not self.busy:
+            self._plan(t)
+        elif self.r_n > 1 and (self.joining or len(self.running) < self.cap):
+            self._cut(t)
+
+    def _cut(self, t: int) -> None:
+        """End the decode run in flight at the end of the step running at time t."""
+        done = self.pricer.steps_within(self.r_B, self.r_K, t - self.r_t0)
+        if done + 1 < self.r_n:
+            self.r_n = done + 1
+            self.version += 1
+            end = self.r_t0 + self.pricer.run_ns(self.r_B, self.r_K, self.r_n)
+            self.loop.at(end, self._end, self.version)
+
+    # ---- work leaving
+    def leave_decode(self, job: Job) -> int:
+        """Take a job out of the decode batch and free its KV; returns the decode steps it still needs."""
+        left = job.end_step - self.steps
+        ctx = job.kv + (self.steps - job.join_step) * self.tok
+        self.B -= 1
+        self.kv_dec -= ctx
+        self._free(job, ctx)
+        job.ctx = ctx
+        job.state = WAITING
+        return left
+
+    def detach(self, job: Job, done, t: int) -> None:
+        """Take a decoding job out at the next step boundary, then call done(job, steps_left, t) (migration)."""
+        if not self.busy and not self.hold:
+            done(job, self.leave_decode(job), t)
+            self._drain_incoming(t)
+            self._plan(t)
+            return
+        self.leaving.append((job, done))
+        if self.busy and self.r_n > 1:
+            self._cut(t)
+
+    def release(self, job: Job, t: int) -> None:
+        """Free a handed-off job's KV (its transfer is done) and keep its prompt blocks cached."""
+        self._free(job)
+        self.cache(job)
+        self._drain_incoming(t)
+        self.kick(t)
+
+    def cache(self, job: Job) -> None:
+        hbm = self.hbm
+        if hbm is not None and job.req.hash_ids:
+            hbm.capacity_blocks = (self.kv_total - self.kv_used) // self.pbt
+            hbm.insert(job.req.hash_ids)
+
+    # ---- KV accounting
+    def _fits(self, tokens: int) -> bool:
+        room = self.kv_total - self.kv_used - tokens
+        if room < 0:
+            return False
+        if self.hbm is not None:
+            self.hbm.fit(room // self.pbt)  # cached blocks live in free KV: make room by evicting (demoting) them
+        return True
+
+    def _take(self, job: Job, tokens: int) -> None:
+        job.kv = tokens
+        self.kv_used += tokens
+        self.running[job] = tokens
+
+    def _free(self, job: Job, tokens: int | None = None) -> None:
+        """Free a job's KV: `tokens` held now (decode jobs grow), else what was reserved at admission."""
+        reserved = self.running.pop(job)
+        self.kv_used -= reserved if tokens is None else tokens
+
+    def _drain_incoming(self, t: int) -> None:
+        incoming = self.incoming
+        while incoming and len(self.running) < self.cap:
+            job = incoming[0]
+            need = job.ctx
+            if not self._fits(need):
+                return
+            incoming.popleft()
+            self._take(job, need)
+            self.sim.incoming_ready(self, job, t)
+
+    # ---- batching
+    def _plan(self, t: int) -> None:
+        """Form the next step: prefill chunks within the token budget beside the decode batch, or a decode run."""
+        if self._mixed(t):
+            return
+        while self.B:
+            n = self._next_finish()
+            room = (self.kv_total - self.kv_used) // (self.B * self.tok)
+            if room > 0:
+                if room < n:
+                    n = room
+                self._start(t, self.pricer.run_ns(self.B, self.kv_dec, n), n, self.B, [], 0)
+                return
+            self._preempt(t)  # KV exhausted: the latest-admitted request is recomputed later
+        self._mixed(t)
+
+    def _mixed(self, t: int) -> bool:
+        chunks = self._chunks(t)
+        if not chunks:
+            return False
+        P = ctx_w = 0
+        for job, c in chunks:
+            P += c
+            ctx_w += c * job.ctx
+        B = self.B if self.chunked else 0
+        self._start(t, self.pricer.mixed_ns(P, ctx_w // P, B, self.kv_dec if B else 0), 1, B, chunks, P)
+        return True
+
+    def _next_finish(self) -> int:
+        dheap, steps = self.dheap, self.steps
+        while True:
+            e, _, job = dheap[0]
+            if job.state == DECODE and job.engine is self and job.end_step == e:
+                return e - steps if e > steps else 1
+            heappop(dheap)
+
+    def _chunks(self, t: int) -> list[tuple[Job, int]]:
+        budget = self.budget - self.B if self.chunked else self.budget
+        chunks: list[tuple[Job, int]] = []
+        for job in self.prefilling:
+            if budget <= 0:
+                return chunks
+            c = job.prefill_left if job.prefill_left < budget else budget
+            chunks.append((job, c))
+            budget -= c
+        waiting, running, emit = self.waiting, self.running, self.sim.emit
+        while waiting and budget > 0 and len(running) < self.cap:
+            job = waiting[0]
+            need = job.ctx + job.prefill_left
+            if not self.chunked and chunks and job.prefill_left > budget:
+                break
+            if not self._fits(need + self.watermark + self.B * self.tok):
+                break
+            waiting.popleft()
+            self._take(job, need)
+            job.state = PREFILL
+            self.prefilling.append(job)
+            emit((t, job.rid, PREFILL_START, self.name, job.prefill_left, job.cached, None, None,
+                  "recompute" if job.preempts else None))
+            c = job.prefill_left if (job.prefill_left < budget or not self.chunked) else budget
+            chunks.append((job, c))
+            budget -= c
+        return chunks
+
+    def _start(self, t: int, dur: int, n: int, B: int, chunks, P: int) -> None:
+        self.busy = True
+        self.version += 1
+        self.r_t0, self.r_n, self.r_B, self.r_K, self.r_chunks, self.r_P = t, n, B, self.kv_dec, chunks, P
+        self.r_blocks = -(-self.kv_used // self.bs)
+        self.loop.at(t + dur, self._end, self.version)
+
+    def _end(self, t: int, version: int) -> None:
+        if version != self.version:
+            return  # superseded: the run was cut short and rescheduled
+        self.busy, self.hold = False, True
+        n, B = self.r_n, self.r_B
+        if B:
+            self.steps += n
+            g = B * n * self.tok
+            self.kv_used += g
+            self.kv_dec += g
+        self.rows.append((self.name, self.r_t0, t, n, B + len(self.r_chunks), self.r_P, B * self.pricer.tokens_per_step,
+                          self.r_blocks, self.blocks_total))
+        done = self._advance_prefill()
+        sim = self.sim
+        if B:
+            dheap, steps = self.dheap, self.steps
+            while dheap and dheap[0][0] <= steps:
+                e, _, job = heappop(dheap)
+                if job.state == DECODE and job.engine is self and job.end_step == e:
+                    self.leave_decode(job)
+                    sim.decode_done(self, job, t)
+        for job in done:
+            sim.prefill_done(self, job, t)
+        if self.leaving:
+            leaving, self.leaving = self.leaving, []
+            for job, cb in leaving:
+                if job.state == DECODE and job.engine is self:
+                    cb(job, self.leave_decode(job), t)
+        if self.joining:
+            joining, self.joining = self.joining, []
+            for job, steps in joining:
+                self._join(job, steps)
+        self._drain_incoming(t)
+        self.hold = False
+        if not self.busy:
+            self._plan(t)
+
+    def _advance_prefill(self) -> list[Job]:
+        done = []
+        for job, c in self.r_chunks:
+            job.prefill_left -= c
+            job.ctx += c
+            self.queued_tokens -= c
+            if job.prefill_left == 0:
+                done.append(job)
+        if done:
+            self.prefilling = [j for j in self.prefilling if j.prefill_left]
+        return done
+
+    def handoff(self, job: Job) -> None:
+        """Prefill is done here and the job moves on: its KV stays reserved until `release`."""
+        job.state = HANDOFF
+
+    def start_decode(self, job: Job, steps: int) -> None:
+        """A job whose prefill finished here (colocated, or recompute) continues decoding here (called at a step end)."""
+        job.kv = job.ctx
+        self._join(job, steps)
+
+    def _preempt(self, t: int) -> None:
+        victim = None
+        for job in reversed(self.running):
+            if job.state == DECODE:
+                victim = job
+                break
+        if victim is None:
+            return
+        left = self.leave_decode(victim)
+        victim.steps_left = left
+        victim.prefill_left, victim.ctx = victim.ctx, 0  # recompute prompt + generated tokens
+        victim.preempts += 1
+        self.waiting.appendleft(victim)
+        self.queued_tokens += victim.prefill_left
+        self.sim.preempted(self, victim, t)

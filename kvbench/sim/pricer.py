@@ -1,0 +1,64 @@
+"""Step pricers: what an engine's batch step and run of decode steps cost, plain or with speculative decoding."""
+
+from __future__ import annotations
+
+import random
+
+from kvbench.sim.cost import CostModel
+from kvbench.sim.spec_decode import expected_tokens_per_step, sample_accepted, spec_step_ns
+
+
+class PlainPricer:
+    """One token per request per decode step; runs priced in closed form by the cost model."""
+
+    __slots__ = ("cost", "mixed_ns", "run_ns", "steps_within", "kv_per_step", "tokens_per_step")
+
+    def __init__(self, cost: CostModel):
+        self.cost = cost
+        self.mixed_ns = cost.step_ns  # (prefill_tokens, prefill_context, batch, kv_tokens)
+        self.run_ns = cost.decode_run_ns  # (batch, kv_tokens, n_steps)
+        self.steps_within = cost.decode_steps_within  # (batch, kv_tokens, budget_ns)
+        self.kv_per_step = 1
+        self.tokens_per_step = 1
+
+    def steps_for(self, tokens: int) -> int:
+        """Decode steps that produce `tokens` tokens."""
+        return tokens
+
+
+class SpecPricer:
+    """Speculative decoding: each step drafts k tokens and verifies k+1 on the target (REFERENCE §3).
+
+    Tokens per step are sampled per request per step (seeded), so a request's step count is drawn when it
+    starts decoding; the batch's KV is taken to grow by round(E[tokens per step]) per request per step.
+    A run of n steps is priced as n steps at the run's mid-point KV (no closed form for the verify step).
+    """
+
+    __slots__ = ("cost", "draft", "link", "k", "acceptance", "rng", "kv_per_step", "tokens_per_step")
+
+    def __init__(self, cost: CostModel, draft: CostModel | None, link, k: int, acceptance, rng: random.Random):
+        self.cost, self.draft, self.link, self.k = cost, draft, link, k
+        self.acceptance = tuple(acceptance)
+        self.rng = rng
+        self.kv_per_step = max(1, round(expected_tokens_per_step(self.acceptance)))
+        self.tokens_per_step = k + 1  # tokens computed per request per step (the verify width)
+
+    def mixed_ns(self, prefill_tokens: int, prefill_context: int, batch: int, kv_tokens: int) -> int:
+        p = self.cost.prefill_ns(prefill_tokens, prefill_context)
+        return p + (self._step(batch, kv_tokens) if batch else 0)
+
+    def _step(self, batch: int, kv_tokens: int) -> int:
+        return spec_step_ns(self.cost, self.draft, self.link, batch, kv_tokens, self.k)
+
+    def run_ns(self, batch: int, kv_tokens: int, n: int) -> int:
+        return n * self._step(batch, kv_tokens + batch * self.kv_per_step * n // 2)
+
+    def steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
+        return max(0, budget_ns) // max(1, self._step(batch, kv_tokens))
+
+    def steps_for(self, tokens: int) -> int:
+        rng, acc, steps = self.rng, self.acceptance, 0
+        while tokens > 0:
+            tokens -= sample_accepted(rng, acc)
+            steps += 1
+        return steps

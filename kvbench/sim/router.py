@@ -1,0 +1,197 @@
+"""Global routing policies as plain functions in one dict: (sim, job, state) -> (first engine, decode engine | None),
+or None to reject the request (admission control). Parameters come from the profile's [router] table."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import OrderedDict
+from typing import Callable
+
+from kvbench.sim.job import Job
+from kvbench.sim.transfer import transfer_ns
+
+
+class RouterState:
+    """Mutable per-run router memory: round-robin counters, the seeded RNG, SGLang's approximate trees."""
+
+    __slots__ = ("params", "rng", "rr", "rr_decode", "trees", "reason")
+
+    def __init__(self, params: dict, seed: int):
+        self.params = params
+        self.rng = random.Random(seed)
+        self.rr = 0
+        self.rr_decode = 0
+        self.trees: dict[str, OrderedDict[int, None]] = {}  # engine name -> block hashes routed there (LRU)
+        self.reason = ""  # why the last None (reject) was returned
+
+
+def _decode_by_load(sim) -> object | None:
+    """Decode instance with the fewest requests (running + waiting for room), then the least KV in use."""
+    best, key = None, None
+    for e in sim.decode:
+        k = (len(e.running) + len(e.incoming), e.kv_used)
+        if key is None or k < key:
+            best, key = e, k
+    return best
+
+
+def round_robin(sim, job: Job, st: RouterState):
+    first = sim.first[st.rr % len(sim.first)]
+    st.rr += 1
+    dec = None
+    if sim.decode:
+        dec = sim.decode[st.rr_decode % len(sim.decode)]
+        st.rr_decode += 1
+    return first, dec
+
+
+def random_(sim, job: Job, st: RouterState):
+    first = sim.first[st.rng.randrange(len(sim.first))]
+    return first, (sim.decode[st.rng.randrange(len(sim.decode))] if sim.decode else None)
+
+
+def least_loaded(sim, job: Job, st: RouterState):
+    first = min(sim.first, key=lambda e: (e.load(), e.queued_tokens, e.index))
+    return first, _decode_by_load(sim)
+
+
+def _tree_match(tree: OrderedDict, hashes) -> int:
+    n = 0
+    for h in hashes:
+        if h not in tree:
+            break
+        n += 1
+    return n
+
+
+def cache_aware(sim, job: Job, st: RouterState):
+    """SGLang: shortest queue when imbalanced; else the best prefix match above cache_threshold; else the
+    worker with the smallest tree. Trees are per-worker LRU sets of routed block hashes (approximate radix)."""
+    p, hashes, workers = st.params, job.req.hash_ids, sim.first
+    loads = [e.load() for e in workers]
+    lo, hi = min(loads), max(loads)
+    trees = st.trees
+    if hi - lo > p["balance_abs_threshold"] and hi > p["balance_rel_threshold"] * lo:
+        first = workers[loads.index(lo)]
+    else:
+        best, best_n = None, -1
+        for e in workers:
+            n = _tree_match(trees.setdefault(e.name, OrderedDict()), hashes)
+            if n > best_n:
+                best, best_n = e, n
+        if hashes and best_n / len(hashes) > p["cache_threshold"]:
+            first = best
+        else:
+            first = min(workers, key=lambda e: (len(trees[e.name]), e.index))
+    tree = trees.setdefault(first.name, OrderedDict())
+    for h in hashes:
+        tree[h] = None
+        tree.move_to_end(h)
+    while len(tree) > p["max_tree_blocks"]:
+        tree.popitem(last=False)
+    return first, _decode_by_load(sim)
+
+
+def conductor(sim, job: Job, st: RouterState):
+    """Mooncake: min T_transfer + T_queue + T_prefill over prefill instances; decode by load; reject when the
+    predicted TTFT or TBT breaks its SLO (optionally predicting decode load when the prefill will finish)."""
+    p, req = st.params, job.req
+    hashes, pbt = req.hash_ids, sim.cfg.prefix_block_tokens
+    remote = sim.pool.match(hashes) if sim.pool is not None else 0
+    best, best_t = None, math.inf
+    for e in sim.first:
+        cost = e.pricer.cost
+        local = e.hbm.match(hashes) if e.hbm is not None else 0
+        t_xfer = 0
+        if remote - local > p["kvcache_balancing_threshold"]:
+            prefix = remote
+            nbytes = (remote - local) * pbt * sim.kv_bytes
+            t_xfer = transfer_ns(sim.pool.link.link, nbytes, remote - local)
+        else:
+            prefix = local
+        prefix_tokens = min(prefix * pbt, job.n_in - 1)
+        t = t_xfer + cost.prefill_ns(e.queued_tokens) + cost.prefill_ns(job.n_in - prefix_tokens, prefix_tokens)
+        if t < best_t:
+            best, best_t = e, t
+    dec = _decode_by_load(sim)
+    ttft_slo = p["ttft_slo_ms"] * 1_000_000
+    if ttft_slo and best_t > ttft_slo:
+        st.reason = f"predicted TTFT {best_t / 1e6:.0f} ms > SLO {p['ttft_slo_ms']:g} ms"
+        return None
+    tbt_slo = p["tbt_slo_ms"] * 1_000_000
+    if tbt_slo and dec is not None:
+        batch, kv = _decode_load_at(dec, best_t if p["predict_decode_load"] else 0)
+        tbt = dec.pricer.cost.decode_step_ns(batch + 1, kv + job.n_in)
+        if tbt > tbt_slo:
+            st.reason = f"predicted TBT {tbt / 1e6:.1f} ms > SLO {p['tbt_slo_ms']:g} ms"
+            return None
+    return best, dec
+
+
+def _decode_load_at(dec, after_ns: int) -> tuple[int, int]:
+    """(batch, KV tokens) of a decode instance now, or predicted `after_ns` from now: requests whose remaining
+    steps end before then have left, the others have grown (the refined Conductor variant)."""
+    batch = dec.B + len(dec.incoming) + len(dec.joining)
+    kv = dec.kv_dec + sum(j.ctx for j in dec.incoming)
+    if after_ns <= 0 or not dec.B:
+        return batch, kv
+    step = max(1, dec.pricer.cost.decode_step_ns(dec.B, dec.kv_dec))
+    ahead = after_ns // step
+    for end, _, j in dec.dheap:
+        if j.engine is dec and j.end_step == end and end - dec.steps <= ahead:
+            batch -= 1
+            kv -= j.kv + (dec.steps - j.join_step)
+    return batch, kv + batch * ahead
+
+
+def kv_router(sim, job: Job, st: RouterState):
+    """Dynamo: cost = prefill_load_scale x max(active_prefill_blocks + prompt_blocks - overlap, 0)
+    + active_decode_blocks; overlap counts device hits 1.0 and host-tier hits host_hit_weight; lowest wins at
+    temperature 0, softmax sampling over -cost/temperature above it."""
+    p, hashes, pbt = st.params, job.req.hash_ids, sim.cfg.prefix_block_tokens
+    prompt_blocks = -(-job.n_in // pbt)
+    costs = []
+    for e in sim.first:
+        dev = e.hbm.match(hashes) if e.hbm is not None else 0
+        host_tier = sim.node_tier(e, "dram")
+        host = host_tier.match(hashes[dev:]) if host_tier is not None else 0
+        overlap = dev + p["host_hit_weight"] * host
+        active_prefill = e.queued_tokens / pbt
+        active_decode = (e.kv_dec if e.role == "colocated" else 0) / pbt
+        costs.append(p["prefill_load_scale"] * max(active_prefill + prompt_blocks - overlap, 0) + active_decode)
+    temp = p["temperature"]
+    if temp <= 0:
+        i = min(range(len(costs)), key=lambda k: (costs[k], k))
+    else:
+        lo = min(costs)
+        weights = [math.exp(-(c - lo) / (temp * max(prompt_blocks, 1))) for c in costs]
+        i = st.rng.choices(range(len(costs)), weights)[0]
+    return sim.first[i], _decode_by_load(sim)
+
+
+def cpd(sim, job: Job, st: RouterState):
+    """Together CPD: cold prompts (cached share below warm_threshold) go to the pre-prefill pool, which writes
+    their KV to the cluster cache; warm prompts go to the prefill pool, which fetches the cached prefix."""
+    hashes = job.req.hash_ids
+    chain = sim.shared_chain()
+    cached = 0
+    for h in hashes:
+        if not any(h in t.blocks for t in chain):
+            break
+        cached += 1
+    warm = bool(hashes) and cached / len(hashes) >= st.params["warm_threshold"]
+    pool = sim.by_role["prefill" if warm else "pre_prefill"]
+    first = min(pool, key=lambda e: (e.queued_tokens, e.load(), e.index))
+    return first, _decode_by_load(sim)
+
+
+ROUTERS: dict[str, Callable] = {
+    "round_robin": round_robin,
+    "random": random_,
+    "least_loaded": least_loaded,
+    "cache_aware": cache_aware,
+    "conductor": conductor,
+    "kv_router": kv_router,
+    "cpd": cpd,
+}

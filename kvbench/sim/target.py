@@ -1,0 +1,259 @@
+"""The sim target: a simulated serving cluster built from a profile, driven request by request (Target protocol).
+
+A request's life: ARRIVE, SEND -> router (ROUTE or REJECT) -> prefix lookup down the KV tiers (a load from a
+lower tier is a KV_XFER_START/END on that tier's link) -> prefill on the first engine (PREFILL_START/END) ->
+colocated: FIRST_TOKEN at the end of the step that completes the prefill, then decode there;
+PD: KV_XFER_START/END to the decode engine (layer-wise streaming hides all but the exposed tail), FIRST_TOKEN when
+the KV lands, DECODE_START, decode -> LAST_TOKEN, FINISH. Preemption (PREEMPT) recomputes; STAR rescheduling
+moves decoding requests between decode engines (MIGRATE).
+"""
+
+from __future__ import annotations
+
+import random
+
+from kvbench.records import (ARRIVE, CANCEL, DECODE_START, ERROR, FINISH, FIRST_TOKEN, KV_XFER_END, KV_XFER_START,
+                             LAST_TOKEN, PREEMPT, PREFILL_END, REJECT, ROUTE, SEND, Request)
+from kvbench.sim.build import Links, make_engines, make_tiers, pool_costs
+from kvbench.sim.cluster import parse_cluster
+from kvbench.sim.job import DONE, Job
+from kvbench.sim.kvcache import lookup
+from kvbench.sim.loop import Loop
+from kvbench.sim.router import ROUTERS, RouterState
+from kvbench.sim.transfer import Granularity, exposed_ns, messages_for, transfer_ns
+from kvbench.target import RunContext, TargetSpec
+
+
+class SimTarget:
+    def __init__(self, spec: TargetSpec, ctx: RunContext):
+        cfg = self.cfg = parse_cluster(spec.params, spec.source)
+        self.loop = Loop()
+        self.emit = None
+        rng = random.Random(ctx.seed)
+        self.links = Links()
+        costs = pool_costs(cfg)
+        first_cost = next(iter(costs.values()))
+        self.model = first_cost.model
+        self.kv_bytes = self.model.kv_bytes_per_token()
+        self.gran = Granularity(cfg.transfer.granularity)
+        self.engines, n_nodes = make_engines(cfg, self, costs, self.links, ctx.log.table("steps"),
+                                             random.Random(rng.random()))
+        self.node_tiers, self.pool = make_tiers(cfg, n_nodes, self.kv_bytes, self.links)
+        for e in self.engines:
+            if e.hbm is not None:
+                e.hbm.below = self._chain_below(e.node)
+        self.by_role: dict[str, list] = {}
+        for e in self.engines:
+            self.by_role.setdefault(e.role, []).append(e)
+        self.first = [e for e in self.engines if e.role in ("colocated", "prefill", "pre_prefill")]
+        self.decode = self.by_role.get("decode", [])
+        self.chains = {e: [t for t in [e.hbm, *self.node_tiers[e.node].values(), self.pool] if t is not None]
+                       for e in self.first}
+        self.route_fn = ROUTERS[cfg.router]
+        self.router = RouterState(cfg.params(), rng.randrange(1 << 62))
+        self.write_through = [t for t in self.shared_chain() if any(tc.kind == t.kind and tc.write_through
+                                                                     for tc in cfg.tiers)]
+        self.live: dict[int, Job | None] = {}  # submitted, not ended: rid -> Job (None until it arrives)
+        self.resched = None
+        if cfg.reschedule is not None and len(self.decode) > 1:
+            from kvbench.sim.star import Rescheduler
+
+            self.resched = Rescheduler(self, cfg.reschedule, ctx.seed)
+
+    # ---- helpers for routers and tiers
+    def _chain_below(self, node: int):
+        tiers = self.node_tiers[node]
+        return tiers.get("dram") or tiers.get("ssd") or self.pool
+
+    def node_tier(self, engine, kind: str):
+        return self.node_tiers[engine.node].get(kind)
+
+    def shared_chain(self) -> list:
+        """Tiers every prefill instance can load from: the first node's DRAM/SSD stand for 'a node' and the pool."""
+        node0 = self.node_tiers.get(0, {})
+        return [t for t in [*node0.values(), self.pool] if t is not None]
+
+    # ---- Target protocol
+    def submit(self, req: Request, at_ns: int) -> None:
+        self.live[req.req_id] = None
+        self.loop.at(at_ns, self._arrive, req)
+
+    def run(self, emit) -> None:
+        self.emit = emit
+        try:
+            self.loop.run()
+        except KeyboardInterrupt:
+            self._cancel_all()
+            raise
+
+    def _cancel_all(self) -> None:
+        t = self.loop.now_ns
+        emit = self.emit
+        pending = {arg.req_id: arg for _, _, fn, arg in self.loop.heap if fn == self._arrive}
+        for rid in list(self.live):
+            if rid in pending:
+                req = pending[rid]
+                emit((min(req.arrival_ns, t), rid, ARRIVE, None, req.input_tokens, None, None, None, None))
+            emit((t, rid, CANCEL, None, None, None, None, None, "interrupted"))
+        self.live.clear()
+        self.loop.heap.clear()
+
+    # ---- arrival and routing
+    def _arrive(self, t: int, req: Request) -> None:
+        emit, rid = self.emit, req.req_id
+        emit((req.arrival_ns, rid, ARRIVE, None, req.input_tokens, None, None, None, None))
+        emit((t, rid, SEND, None, None, None, None, None, None))
+        job = Job(req)
+        self.live[rid] = job
+        if self.cfg.frontend_ns:
+            self.loop.at(t + self.cfg.frontend_ns, self._route, job)
+        else:
+            self._route(t, job)
+
+    def _route(self, t: int, job: Job) -> None:
+        choice = self.route_fn(self, job, self.router)
+        if choice is None:
+            return self._end(t, job, REJECT, detail=f"slo: {self.router.reason}")
+        first, dec = choice
+        need = job.n_in + job.n_out
+        if job.n_in > first.kv_total or need > (dec or first).kv_total:
+            where = dec or first
+            return self._end(t, job, ERROR, detail=f"context_too_long: {need} tokens exceed the KV capacity "
+                                                   f"of {where.name} ({where.kv_total} tokens)")
+        job.decode = dec
+        self.emit((t, job.rid, ROUTE, first.name, None, None, None, None, dec.name if dec else None))
+        if self.resched is not None:
+            self.resched.wake(t)
+        if self.cfg.prefix_caching and job.req.hash_ids and first.hbm is not None:
+            self._prefix(t, job, first)
+        else:
+            first.enqueue(job, t)
+
+    def _prefix(self, t: int, job: Job, e) -> None:
+        """Serve the longest cached prefix; blocks from lower tiers are loaded only if that beats recomputing."""
+        hashes, pbt = job.req.hash_ids, self.cfg.prefix_block_tokens
+        chain = self.chains[e]
+        counts = lookup(hashes, chain)
+        total = sum(counts)
+        if not total:
+            return e.enqueue(job, t)
+        cost, n_in = e.pricer.cost, job.n_in
+        hbm_tok = min(counts[0] * pbt, n_in - 1)
+        all_tok = min(total * pbt, n_in - 1)
+        use = counts[:1]
+        if all_tok > hbm_tok:
+            load = max(transfer_ns(tier.link.link, c * pbt * self.kv_bytes, c) for tier, c in zip(chain[1:], counts[1:])
+                       if c)
+            if load < cost.prefill_ns(n_in - hbm_tok, hbm_tok) - cost.prefill_ns(n_in - all_tok, all_tok):
+                use = counts
+        cached = all_tok if len(use) > 1 else hbm_tok
+        job.cached, job.ctx, job.prefill_left = cached, cached, n_in - cached
+        deepest = max((i for i, c in enumerate(use) if c), default=-1)
+        job.hit_tier = chain[deepest].kind if deepest >= 0 else None
+        if counts[0]:
+            e.hbm.insert(hashes[:counts[0]])  # refresh the hit blocks (LRU)
+        if len(use) == 1 or deepest == 0:
+            return e.enqueue(job, t)
+        end = t
+        emit, rid = self.emit, job.rid
+        for tier, c in zip(chain[1:], counts[1:]):
+            if c:
+                nbytes = c * pbt * self.kv_bytes
+                msgs, _ = messages_for(self.model, c * pbt, e.bs, self.gran)
+                done = tier.link.start(t, nbytes, msgs)
+                tier.hit_blocks += c
+                emit((t, rid, KV_XFER_START, e.name, c * pbt, None, tier.link.link.name, nbytes, f"load {tier.kind}"))
+                end = max(end, done)
+        job.load_until_ns = end
+        job.engine = e
+        self.loop.at(end, self._loaded, job)
+
+    def _loaded(self, t: int, job: Job) -> None:
+        e = job.engine
+        self.emit((t, job.rid, KV_XFER_END, e.name, job.cached, None, job.hit_tier, None, "load"))
+        e.enqueue(job, t)
+
+    # ---- engine callbacks
+    def prefill_done(self, e, job: Job, t: int) -> None:
+        emit, rid = self.emit, job.rid
+        emit((t, rid, PREFILL_END, e.name, job.n_in - job.cached, job.cached, None, None,
+              "recompute" if job.first_ns >= 0 else None))
+        if job.first_ns >= 0:  # recomputed after preemption: carry on decoding
+            return e.start_decode(job, job.steps_left)
+        if job.n_out == 0:
+            e.release(job, t)
+            return self._end(t, job, FINISH, e.name, tokens=0)
+        if job.decode is None:
+            self._first_token(t, job, e)
+            if job.n_out == 1:
+                e.release(job, t)
+                return self._finish(t, job, e)
+            e.start_decode(job, e.pricer.steps_for(job.n_out - 1))
+            return
+        e.handoff(job)
+        for tier in self.write_through:
+            tier.insert(job.req.hash_ids)
+        dec = job.decode
+        job.ctx = job.n_in
+        if dec.try_reserve(job, job.ctx):
+            self._transfer(t, job, e, dec, overlap=True)
+        else:
+            dec.incoming.append(job)
+
+    def incoming_ready(self, dec, job: Job, t: int) -> None:
+        """A decode engine found KV room for a waiting hand-off: its transfer starts now (no overlap left)."""
+        self._transfer(t, job, job.engine, dec, overlap=False)
+
+    def _transfer(self, t: int, job: Job, src, dst, overlap: bool) -> None:
+        tokens = job.ctx
+        nbytes = tokens * self.kv_bytes
+        msgs, _ = messages_for(self.model, tokens, src.bs, self.gran)
+        same_node = src.node == dst.node
+        ref = self.cfg.transfer.intra_link if same_node else self.cfg.transfer.link
+        shared = self.links.on(src.node, ref)
+        spec = shared.link
+        begin = t
+        if overlap and self.cfg.transfer.layerwise:
+            # Layer-wise streaming during the prefill: pretend the transfer began early enough that, on an idle
+            # link, only the exposed tail is left after the prefill ends.
+            full = transfer_ns(spec, nbytes, msgs)
+            p_ns = src.pricer.cost.prefill_ns(job.n_in - job.cached, job.cached)
+            begin = max(0, t - (full - exposed_ns(spec, nbytes, msgs, p_ns, self.model.n_layers)))
+        end = max(t, shared.start(begin, nbytes, msgs))
+        self.emit((t, job.rid, KV_XFER_START, src.name, tokens, None, spec.name, nbytes, f"to {dst.name}"))
+        self.loop.at(end, self._landed, job)
+
+    def _landed(self, t: int, job: Job) -> None:
+        src, dec = job.engine, job.decode
+        emit, rid = self.emit, job.rid
+        emit((t, rid, KV_XFER_END, dec.name, job.ctx, None, None, job.ctx * self.kv_bytes, None))
+        src.release(job, t)
+        job.engine = dec
+        self._first_token(t, job, dec)
+        if job.n_out == 1:
+            dec.release(job, t)
+            return self._finish(t, job, dec)
+        emit((t, rid, DECODE_START, dec.name, None, None, None, None, None))
+        dec.join_decode(job, dec.pricer.steps_for(job.n_out - 1), t)
+
+    def _first_token(self, t: int, job: Job, e) -> None:
+        job.first_ns = t
+        self.emit((t, job.rid, FIRST_TOKEN, e.name, 1, job.cached, job.hit_tier, None, None))
+
+    def decode_done(self, e, job: Job, t: int) -> None:
+        e.cache(job)
+        self._finish(t, job, e)
+
+    def _finish(self, t: int, job: Job, e) -> None:
+        self.emit((t, job.rid, LAST_TOKEN, e.name, job.n_out, None, None, None, None))
+        self._end(t, job, FINISH, e.name, tokens=job.n_out)
+
+    def preempted(self, e, job: Job, t: int) -> None:
+        self.emit((t, job.rid, PREEMPT, e.name, job.prefill_left, None, None, None, "recompute"))
+
+    def _end(self, t: int, job: Job, kind: str, instance: str | None = None, tokens: int | None = None,
+             detail: str | None = None) -> None:
+        job.state = DONE
+        del self.live[job.rid]
+        cached = job.cached if kind == FINISH else None
+        self.emit((t, job.rid, kind, instance, tokens, cached, None, None, detail))
