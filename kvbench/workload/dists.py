@@ -97,3 +97,25 @@ def _csv_column(spec: LengthSpec, rng, n: int, role: str):
         raise ConfigError(f"{spec.path}: {role}.column: expected num_prefill_tokens or num_decode_tokens")
     values = pairs[:, 0 if column == "num_prefill_tokens" else 1]
     return values[rng.integers(0, len(values), n)].astype(np.float64)
+
+
+def sample_pair(inp: LengthSpec, out: LengthSpec, rng, n: int):
+    """(input, output, reason) arrays. Two `servegen` specs on the same folder are drawn jointly, as ServeGen does
+    (one component and one uniform per request for all fields); otherwise input and output are independent."""
+    import numpy as np
+
+    joint = inp.dist == out.dist == "servegen" and (inp.path, inp.clients) == (out.path, out.clients)
+    if not joint:
+        n_in, _ = sample_lengths(inp, rng, n, "input")
+        n_out, reason = sample_lengths(out, rng, n, "output")
+        return n_in, n_out, reason
+    from kvbench.workload import servegen
+
+    comps, weights = servegen.mixture(Path(inp.path), list(inp.clients) or None)
+    with_reason = out.reason_ratio is None and all("reason_ratio" in c for c in comps)
+    fields = ("input_tokens", "output_tokens") + (("reason_ratio",) if with_reason else ())
+    f = servegen.sample_mixture(comps, weights, rng, n, fields)
+    n_in = np.clip(f["input_tokens"], inp.min, inp.max).astype(np.int64)
+    n_out = np.clip(f["output_tokens"], out.min, out.max).astype(np.int64)
+    ratio = f["reason_ratio"] if with_reason else np.full(n, out.reason_ratio or 0.0)
+    return n_in, n_out, np.minimum(n_out, np.round(n_out * ratio).astype(np.int64))

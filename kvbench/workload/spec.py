@@ -75,18 +75,16 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _section(cls, data: Any, path: Path, text: str, name: str, **fixed):
+def _section(cls, data: Any, path: Path, text: str, name: str, resolve_path: bool = False):
     """Build dataclass `cls` from TOML table `data`, rejecting unknown keys and mistyped values."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where(path, text, name)}: [{name}] must be a table")
-    names = [f.name for f in dataclasses.fields(cls)]
-    check_keys(data, names, path, text, name)
+    check_keys(data, [f.name for f in dataclasses.fields(cls)], path, text, name)
     defaults = cls()
     kwargs = {k: _typed(v, getattr(defaults, k), f"{where(path, text, f'{name}.{k}')}: {name}.{k}")
               for k, v in data.items()}
-    for k, v in fixed.items():
-        if k in kwargs and isinstance(kwargs[k], str):
-            kwargs[k] = str((path.parent / kwargs[k]).resolve()) if kwargs[k] else ""
+    if resolve_path and kwargs.get("path"):
+        kwargs["path"] = str((path.parent / kwargs["path"]).resolve())  # relative to the spec file
     return cls(**kwargs)
 
 
@@ -142,7 +140,7 @@ def load_spec(path: str | Path, seen: tuple[Path, ...] = ()) -> WorkloadSpec:
 def _lengths(data: dict, role: str, p: Path, text: str) -> LengthSpec | None:
     if role not in data:
         return None
-    spec = _section(LengthSpec, data[role], p, text, role, path=True)
+    spec = _section(LengthSpec, data[role], p, text, role, resolve_path=True)
     return spec.validate(where(p, text, role), role)
 
 

@@ -16,7 +16,7 @@ from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS, s_to_ns
 from kvbench.workload.arrivals import ArrivalSpec, arrival_times_ns
-from kvbench.workload.dists import LengthSpec, sample_lengths
+from kvbench.workload.dists import LengthSpec, sample_pair
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,7 @@ def generate(spec: SynthSpec, seed: int, name: str = "", id_base: int = 0) -> li
     starts = arrival_times_ns(spec.arrivals, rng, n_sessions, spec.duration_s)
     turns = rng.integers(ss.turns_min, ss.turns_max, len(starts), endpoint=True)
     total = int(turns.sum())
-    user_in, _ = sample_lengths(spec.input, rng, total, "input")
-    out, reason = sample_lengths(spec.output, rng, total, "output")
+    user_in, out, reason = sample_pair(spec.input, spec.output, rng, total)
     think_s = np.full(total, ss.think_s) if ss.think == "fixed" else rng.exponential(ss.think_s or 1e-12, total)
     pf = spec.prefix
     prefix_blocks = pf.tokens // MOONCAKE_BLOCK_TOKENS if pf.groups else 0
