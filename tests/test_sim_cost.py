@@ -1,0 +1,185 @@
+"""Roofline cost model: KV sizes, hand-computed prefill/decode/verify steps, TP, MoE, capacity, exact decode runs."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kvbench.config import ConfigError
+from kvbench.sim import spec
+from kvbench.sim.cost import CostModel, cost_model, floor_sum
+
+KiB = 1024
+
+
+@pytest.mark.parametrize("name, kib", [
+    ("Llama-3.1-8B", 128),  # 2 (K,V) * 32 layers * 8 kv heads * 128 dim * 2 B = 131072 B = 128 KiB
+    ("Llama-3-70B", 320),  # 2 * 80 * 8 * 128 * 2 = 327680 B = 320 KiB
+    ("Qwen3-8B", 144),  # 2 * 36 * 8 * 128 * 2 = 147456 B = 144 KiB
+    ("Qwen3-32B", 256),  # 2 * 64 * 8 * 128 * 2 = 262144 B = 256 KiB
+    ("OPT-13B", 800),  # MHA: 2 * 40 * 40 * 128 * 2 = 819200 B = 800 KiB
+    ("OPT-66B", 2304),  # MHA: 2 * 64 * 72 * 128 * 2 = 2359296 B = 2.25 MiB
+    ("DeepSeek-V3", 68.625),  # MLA: 61 layers * (512 latent + 64 rope) * 2 B = 70272 B = 68.625 KiB (~68.6)
+])
+def test_kv_bytes_per_token(name: str, kib: float) -> None:
+    assert spec.model(name).kv_bytes_per_token() == kib * KiB
+
+
+# A toy model and GPU with round numbers so every step can be computed by hand.
+# model: 2 layers, 2 heads of dim 4, 1 KV head, 1e6 params (2 B each = 2e6 weight bytes)
+#   KV/token = 2 * 2 layers * 1 * 4 * 2 B = 32 B; attention FLOPs per (query, key) pair = 2*2 layers*2 heads*(2*4) = 64
+# gpu: 1e12 FLOP/s at mfu 0.5 -> 5e11; 1e11 B/s at mbu 0.5 -> 5e10; overheads 1000 ns/step + 100 ns/layer (x2 = 200)
+TOY = spec.model_from({"n_layers": 2, "hidden": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4,
+                       "params": 1_000_000, "active_params": 1_000_000}, "toy")
+TOY_GPU = spec.gpu_from({"flops_per_s": 1e12, "hbm_bytes": 10_000_000, "hbm_bytes_per_s": 1e11, "mfu": 0.5,
+                         "mbu": 0.5, "step_overhead_ns": 1000, "layer_overhead_ns": 100}, "toy-gpu")
+# all-reduce link: 1000 ns per message, 1e10 B/s
+TOY_LINK = spec.link_from({"alpha_ns": 1000, "bytes_per_s": 1e10}, "toy-link")
+
+
+def test_toy_shapes() -> None:
+    assert TOY.kv_bytes_per_token() == 32
+    assert TOY.attn_flops_per_pair() == 64
+
+
+def test_prefill_hand_computed() -> None:
+    c = CostModel(TOY, TOY_GPU)
+    # 100 new tokens, no context: FLOPs = 2*1e6*100 + 64 * (100*101/2 = 5050 causal pairs) = 200,323,200
+    #   compute = 200,323,200 / 5e11 s = 400,646.4 ns
+    #   memory  = (2e6 weight B + 100 tokens * 32 B) / 5e10 = 40,064 ns  -> compute-bound
+    # step = floor(400,646.4) + 1000 + 2*100 = 401,846 ns
+    assert c.prefill_ns(100) == 401_846
+    # the same 100 tokens after 1000 cached ones: pairs = 100*1000 + 5050 = 105,050
+    #   FLOPs = 2e8 + 64*105,050 = 206,723,200 -> 413,446.4 ns; + 1200 = 414,646
+    assert c.prefill_ns(100, 1000) == 414_646
+
+
+def test_decode_step_hand_computed() -> None:
+    c = CostModel(TOY, TOY_GPU)
+    # batch 4 holding 1000 KV tokens: each new token attends to its context and itself: pairs = 1000 + 4
+    #   compute = (2*1e6*4 + 64*1004) / 5e11 = 8,064,256 / 5e11 s = 16,128.5 ns
+    #   memory  = (2e6 weight B + 1004 * 32 B) / 5e10 = 2,032,128 / 5e10 s = 40,642.56 ns -> memory-bound
+    # step = 40,642 + 1200 = 41,842 ns
+    assert c.decode_step_ns(4, 1000) == 41_842
+    # a mixed step equals the pure steps at its two ends
+    assert c.step_ns(0, 0, 4, 1000) == 41_842
+    assert c.step_ns(100, 1000, 0, 0) == c.prefill_ns(100, 1000)
+    assert c.decode_step_ns(0, 1000) == 0 and c.prefill_ns(0) == 0
+
+
+def test_mixed_step_hand_computed() -> None:
+    c = CostModel(TOY, TOY_GPU)
+    # chunk of 10 after 20 cached + batch 2 holding 50: tokens 12; pairs 10*20 + 55 + 52 = 307; KV 30 + 52 = 82
+    #   compute = (2e6*12 + 64*307) / 5e11 = 24,019,648 / 5e11 = 48,039.3 ns
+    #   memory  = (2e6 + 82*32) / 5e10 = 2,002,624 / 5e10 = 40,052.5 ns -> compute-bound
+    assert c.step_ns(10, 20, 2, 50) == 48_039 + 1200
+
+
+def test_tensor_parallel_hand_computed() -> None:
+    c = CostModel(TOY, TOY_GPU, tp=2, allreduce_link=TOY_LINK)
+    # per GPU: compute 8,064,256/2 FLOPs -> 8,064.3 ns; memory: weights 2e6/2 B + KV 1004*32 B (1 KV head cannot
+    #   be split: kv_div = min(tp=2, kv_heads=1) = 1) = 1,032,128 B / 5e10 = 20,642.56 ns
+    # all-reduce: 2 per layer x 2 layers, each 1000 ns + 2*(2-1)/2 * (4 tokens * 8 hidden * 2 B) / 1e10 s
+    #   = 4 * (1000 + 6.4) ns = 4025.6 ns -> 4000 + int(25.6) = 4025
+    assert c.decode_step_ns(4, 1000) == 20_642 + 1200 + 4025
+
+
+def test_moe_reads_only_touched_experts() -> None:
+    moe = spec.model_from({"n_layers": 2, "hidden": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4,
+                           "params": 1_000_000, "active_params": 100_000}, "toy-moe")
+    c = CostModel(moe, TOY_GPU)
+    # batch 4: weights read = min(1e6, 4 * 1e5) params * 2 B = 8e5 B; + KV 1004*32 = 32,128 B -> 832,128 / 5e10
+    #   = 16,642.56 ns; compute (2*1e5*4 + 64*1004) / 5e11 = 864,256 / 5e11 = 1,728.5 ns
+    assert c.decode_step_ns(4, 1000) == 16_642 + 1200
+    # batch 20: min(1e6, 2e6) -> all 1e6 params = 2e6 B; KV (1000+20)*32 = 32,640 -> 2,032,640 / 5e10 = 40,652.8
+    assert c.decode_step_ns(20, 1000) == 40_652 + 1200
+
+
+def test_capacity_and_dp_attention() -> None:
+    # 0.9 * 1e7 HBM - 2e6 weights = 7e6 B / 32 B per token = 218,750 tokens
+    assert CostModel(TOY, TOY_GPU).kv_capacity_tokens() == 218_750
+    # tp=2: 0.9 * 2e7 - 2e6 = 1.6e7 B; the single KV head is held on both GPUs: 32 * 2 = 64 B/token -> 250,000
+    assert CostModel(TOY, TOY_GPU, tp=2, allreduce_link=TOY_LINK).kv_capacity_tokens() == 250_000
+    # DP attention: each rank holds its own requests' KV once: 32 B/token -> 500,000
+    dp = CostModel(TOY, TOY_GPU, tp=2, allreduce_link=TOY_LINK, dp_attention=True)
+    assert dp.kv_capacity_tokens() == 500_000
+    # ... and reads only its share of the KV per step: memory = (1e6 + 1004*32/2) / 5e10 = 1,016,064/5e10
+    #   = 20,321.28 ns (compute 8,064.3 ns), + 1200 + all-reduce 4025
+    assert dp.decode_step_ns(4, 1000) == 20_321 + 1200 + 4025
+
+
+def test_deepseek_dp_attention_multiplies_capacity_by_tp() -> None:
+    tp8 = CostModel(spec.model("DeepSeek-V3"), spec.gpu("H200"), tp=8)
+    dp8 = CostModel(spec.model("DeepSeek-V3"), spec.gpu("H200"), tp=8, dp_attention=True)
+    # the MLA latent is replicated on all 8 TP ranks, held once with DP attention (floors may differ by 1 token)
+    assert abs(dp8.kv_capacity_tokens() - 8 * tp8.kv_capacity_tokens()) <= 8
+    # usable 0.9 * 8 * 141e9 = 1015.2e9 B - 671e9 (fp8 weights) = 344.2e9 B; / 70,272 B = 4,898,110 tokens
+    assert dp8.kv_capacity_tokens() == 4_898_110
+
+
+def test_catalog_model_decode_is_bandwidth_bound() -> None:
+    c = CostModel(spec.model("Llama-3.1-8B"), spec.gpu("H100"))
+    # batch 1, 1000 KV: memory = (8.03e9 * 2 B + 1001 * 131,072 B) / (3.35e12 * 0.75) = 16,191,203,072 / 2.5125e12
+    #   = 6,444,260.9 ns; compute = (2 * 8.03e9 + 524,288 * 1001) / (989e12 * 0.5) = 32.5 us
+    #   + 300,000 step + 32 * 5,000 layers = 6,904,260 (+-1 for fixed-point rounding)
+    assert abs(c.decode_step_ns(1, 1000) - 6_904_260) <= 1
+
+
+def test_exceeds_hbm_is_a_config_error() -> None:
+    c = CostModel(spec.model("Llama-3-70B"), spec.gpu("H100"))  # 141 GB of weights, 72 GB usable
+    assert c.exceeds_hbm()
+    with pytest.raises(ConfigError, match="does not fit"):
+        c.kv_capacity_tokens()
+
+
+def test_floor_sum_matches_loop() -> None:
+    for n, m, a, b in [(0, 7, 3, 2), (10, 7, 3, 2), (1000, 13, 100, 999), (5, 1, 0, 0), (37, 10**12, 10**13, 5)]:
+        assert floor_sum(n, m, a, b) == sum((a * i + b) // m for i in range(n))
+
+
+COSTS = [CostModel(spec.model("Llama-3.1-8B"), spec.gpu("H100")),
+         CostModel(spec.model("Llama-3-70B"), spec.gpu("A100-80GB"), tp=8),
+         CostModel(spec.model("DeepSeek-V3"), spec.gpu("H200"), tp=8, dp_attention=True),
+         CostModel(TOY, TOY_GPU)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(COSTS), st.integers(1, 1024), st.integers(0, 2_000_000), st.integers(0, 200))
+def test_decode_run_is_the_sum_of_steps(c: CostModel, batch: int, kv: int, n: int) -> None:
+    assert c.decode_run_ns(batch, kv, n) == sum(c.decode_step_ns(batch, kv + batch * i) for i in range(n))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(COSTS), st.integers(1, 1024), st.integers(0, 2_000_000), st.integers(0, 10**11))
+def test_decode_steps_within_is_the_inverse(c: CostModel, batch: int, kv: int, budget: int) -> None:
+    n = c.decode_steps_within(batch, kv, budget)
+    assert c.decode_run_ns(batch, kv, n) <= budget < c.decode_run_ns(batch, kv, n + 1)
+
+
+@pytest.mark.parametrize("cfg, match", [
+    ({"model": "Llama-9", "gpu": "H100"}, r"x.toml \[pool.p\] key 'model': unknown model 'Llama-9'; known: Llama-3.1-8B"),
+    ({"model": "Qwen3-8B", "gpu": "V100"}, r"key 'gpu': unknown gpu 'V100'; known: A100-80GB, A800, H100"),
+    ({"model": "Qwen3-8B", "gpu": "H100", "tp": 16}, r"key 'tp' = 16 exceeds gpus_per_node = 8; allowed: 1, 2, 4, 8"),
+    ({"model": "Qwen3-8B", "gpu": "H100", "tp": 3}, r"key 'tp' = 3 must divide n_heads = 32"),
+    ({"model": "Llama-3-70B", "gpu": "H100", "tp": 1}, r"does not fit in tp=1 x H100"),
+    ({"model": "Qwen3-8B", "gpu": "H100", "mbu": 0}, r"key 'mbu' = 0 is zero"),
+    ({"model": "Qwen3-8B", "gpu": "H100", "mem_fraction": 1.5}, r"key 'mem_fraction' = 1.5: expected a number in"),
+    ({"model": "Qwen3-8B", "gpu": "H100", "tp": 2, "allreduce_link": "nvlink-z"}, r"unknown link 'nvlink-z'"),
+    ({"model": "Qwen3-8B", "gpu": {"flops_per_s": 1e15, "hbm_bytes": 8e10, "hbm_bytes_per_s": 0}},
+     r"key 'hbm_bytes_per_s' = 0 is zero"),
+    ({"gpu": "H100"}, r"missing key 'model'"),
+])
+def test_bad_pool_config(cfg: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as e:
+        cost_model(cfg, "x.toml [pool.p]")
+    assert "\n" not in str(e.value) and str(e.value).startswith("x.toml [pool.p]")
+
+
+def test_pool_config_overrides_and_inline_specs() -> None:
+    c = cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "mfu": 0.25, "step_overhead_ns": 0}, "p")
+    assert c.gpu.mfu == 0.25 and c.gpu.step_overhead_ns == 0 and c.gpu.mbu == spec.gpu("H100").mbu
+    inline = cost_model({"model": {"n_layers": 2, "hidden": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4,
+                                   "params": 1_000_000, "active_params": 1_000_000},
+                         "gpu": {"flops_per_s": 1e12, "hbm_bytes": 10_000_000, "hbm_bytes_per_s": 1e11,
+                                 "mfu": 0.5, "mbu": 0.5, "step_overhead_ns": 1000, "layer_overhead_ns": 100}}, "p")
+    assert inline.prefill_ns(100) == 401_846  # the toy case above

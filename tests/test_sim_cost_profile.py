@@ -1,0 +1,82 @@
+"""ProfileCost: a measured step-time CSV interpolated by hand-checkable rules, exact decode runs, bad profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kvbench.config import ConfigError
+from kvbench.sim.cost import ProfileCost, cost_model
+
+PROFILE = """prefill_tokens,context_tokens,batch,kv_tokens,time_ms
+100,0,0,0,10
+200,0,0,0,18
+100,1000,0,0,12
+0,0,1,0,5
+0,0,1,1000,6
+0,0,8,0,6
+0,0,8,8000,10
+"""
+
+
+@pytest.fixture()
+def prof(tmp_path: Path) -> ProfileCost:
+    path = tmp_path / "h100.csv"
+    path.write_text(PROFILE)
+    c = cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "profile": str(path)}, "p")
+    assert isinstance(c, ProfileCost)
+    return c
+
+
+def test_prefill_interpolation(prof: ProfileCost) -> None:
+    # context-free rows: 100 -> 10 ms, 200 -> 18 ms; 150 lies halfway: 14 ms
+    assert prof.prefill_ns(150) == 14_000_000
+    # beyond the last row the last segment extrapolates: 300 -> 18 + 8 = 26 ms
+    assert prof.prefill_ns(300) == 26_000_000
+    # attention slope from the context row: (12 - 10) ms / (100 * 1000 pairs) = 20 ns per token x context token
+    # 150 after 500: 14 ms + 20 * 150 * 500 ns = 14 + 1.5 = 15.5 ms
+    assert prof.prefill_ns(150, 500) == 15_500_000
+
+
+def test_decode_interpolation(prof: ProfileCost) -> None:
+    # batch 8: line through (0, 6 ms), (8000, 10 ms): 6 ms + 500 ns per KV token -> 2000 KV: 7 ms
+    assert prof.decode_step_ns(8, 2000) == 7_000_000
+    # batch 4 lies 3/7 of the way from batch 1 (5 ms + 1000 ns/token) to batch 8:
+    #   a = 5 + 1 * 3/7 ms = 5,428,571.4 ns; s = 1000 - 500 * 3/7 = 785.71 ns/token; at 2000: 7,000,000 (+-1)
+    assert abs(prof.decode_step_ns(4, 2000) - 7_000_000) <= 1
+    # a mixed step: the chunk plus the decode tokens as prefill tokens, plus the decode KV slope
+    #   prefill(108) = 10 + 8 * 8/100 = 10.64 ms; + 500 ns * 2000 = 1 ms -> 11.64 ms
+    assert prof.step_ns(100, 0, 8, 2000) == 11_640_000
+    assert prof.kv_capacity_tokens() > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 64), st.integers(0, 100_000), st.integers(0, 100), st.integers(0, 10**10))
+def test_profile_runs_are_exact(tmp_path_factory, batch: int, kv: int, n: int, budget: int) -> None:
+    path = tmp_path_factory.getbasetemp() / "prof.csv"
+    path.write_text(PROFILE)
+    c = cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "profile": str(path)}, "p")
+    assert c.decode_run_ns(batch, kv, n) == sum(c.decode_step_ns(batch, kv + batch * i) for i in range(n))
+    w = c.decode_steps_within(batch, kv, budget)
+    assert c.decode_run_ns(batch, kv, w) <= budget < c.decode_run_ns(batch, kv, w + 1)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("prefill_tokens,batch,time_ms\n1,0,1\n", r"missing column\(s\) context_tokens, kv_tokens"),
+    (PROFILE + "5,0,3,0,1\n", r"h.csv:9: need counts >= 0, time_ms > 0 and exactly one of"),
+    (PROFILE + "5,0,0,0,x\n", r"h.csv:9: expected whole numbers and time_ms"),
+    ("prefill_tokens,context_tokens,batch,kv_tokens,time_ms\n0,0,1,0,5\n", r"needs prefill rows with context_tokens = 0"),
+])
+def test_bad_profiles(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match) as e:
+        cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "profile": str(path)}, "p")
+    assert "\n" not in str(e.value)
+
+
+def test_missing_profile_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^p key 'profile': profile .*nope.csv: no such file"):
+        cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "profile": str(tmp_path / "nope.csv")}, "p")
