@@ -1,4 +1,4 @@
--- reasons: requests that did not finish, by status and reason (class of the detail, text before ':').
+-- reasons: requests that ended without finishing, by status and reason (class of the detail, text before ':').
 SELECT run, status, coalesce(reason, '') AS reason, count(*) AS requests
-FROM per_request WHERE status <> 'FINISH'
+FROM per_request WHERE status NOT IN ('FINISH', 'RUNNING')
 GROUP BY ALL ORDER BY run, status, requests DESC, reason;
