@@ -41,6 +41,7 @@ class FaultServer:
         self.ttft_s, self.itl_s, self.stall_s = ttft_s, itl_s, stall_s
         self.seen_prefixes: set[str] = set()
         self.requests: list[dict] = []  # bodies received, in order
+        self.headers: list[dict] = []  # their HTTP headers
         self.metrics_scrapes = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -116,6 +117,7 @@ class FaultServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        self.headers.append(dict(request.headers))
         prompt = self._prompt_of(body)
         fault, n = fault_of(prompt), body["max_tokens"]
         usage = {"prompt_tokens": count_tokens(prompt), "completion_tokens": n,
@@ -124,6 +126,10 @@ class FaultServer:
             code, with_body = int(fault[5:8]), fault.endswith("body")
             text = json.dumps({"error": {"message": f"injected {code}"}}) if with_body else ""
             return web.Response(status=code, text=text, content_type="application/json")
+        if not body.get("stream"):  # the calibration probe: one JSON answer with usage
+            text = " ".join(f"w{i}" for i in range(n))
+            return web.json_response({"choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+                                      "usage": usage})
         if fault == "stall_headers":
             await asyncio.sleep(self.stall_s)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -18,7 +18,7 @@ class SSEParser:
     A line with no line end yet is kept as a list of pieces, so a multi-MB event costs linear time.
     """
 
-    __slots__ = ("_pieces", "_pending", "_data", "_cr", "max_bytes")
+    __slots__ = ("_pieces", "_pending", "_data", "_cr", "max_bytes", "error")
 
     def __init__(self, max_bytes: int = 64 << 20):
         self._pieces: list[bytes] = []  # the unterminated tail of the stream
@@ -26,8 +26,13 @@ class SSEParser:
         self._data: bytes | None = None  # data lines of the event being read (joined with LF)
         self._cr = False  # the previous read ended with CR
         self.max_bytes = max_bytes
+        self.error: SSEError | None = None  # set by a malformed line; the events before it were returned
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        """Events completed by `chunk`. After a malformed line: the events before it, with `error` set; any
+        later call raises that error."""
+        if self.error is not None:
+            raise self.error
         if self._cr:
             chunk = b"\r" + chunk
             self._cr = False
@@ -45,12 +50,17 @@ class SSEParser:
         lines = chunk.split(b"\n")
         self._keep(lines.pop())
         out: list[bytes] = []
-        for line in lines:
-            self._line(line, out)
+        try:
+            for line in lines:
+                self._line(line, out)
+        except SSEError as e:
+            self.error = e
         return out
 
     def close(self) -> list[bytes]:
         """End of stream: a last line without its line end, and an event without its blank line, still count."""
+        if self.error is not None:
+            raise self.error
         out: list[bytes] = []
         if self._pieces:
             line = b"".join(self._pieces)

@@ -278,6 +278,8 @@ class OpenAITarget:
                 if st.tokens > before:
                     emit(Event(now, rid, CHUNK if before else FIRST_TOKEN, None, st.tokens - before))
                     st.last_ns = now
+            if sse.error is not None:
+                raise sse.error
             if not chunk:
                 return
 

@@ -1,0 +1,76 @@
+"""The incremental SSE parser: events are the same however the bytes are split, CRLF/CR/LF, comments, limits."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvbench.http.sse import SSEError, SSEParser
+
+STREAM = (b": keep-alive\r\n\r\n"
+          b"data: {\"a\": 1}\r\n\r\n"
+          b"event: message\nid: 7\nretry: 100\ndata: {\"b\": 2}\n\n"
+          b"data: line1\ndata: line2\n\n"
+          b"data:nospace\r\r"
+          b"data: [DONE]\n\n")
+EXPECTED = [b'{"a": 1}', b'{"b": 2}', b"line1\nline2", b"nospace", b"[DONE]"]
+
+
+def parse_in_pieces(data: bytes, cuts: list[int]) -> list[bytes]:
+    p, out, last = SSEParser(), [], 0
+    for c in sorted(set(cuts)) + [len(data)]:
+        out += p.feed(data[last:c])
+        last = c
+    return out + p.close()
+
+
+def test_whole_stream_gives_each_event_once():
+    # 5 data events; the comment, event/id/retry fields produce nothing; CR CR is a line end + blank line
+    assert parse_in_pieces(STREAM, []) == EXPECTED
+
+
+def test_one_byte_at_a_time():
+    assert parse_in_pieces(STREAM, list(range(len(STREAM)))) == EXPECTED
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_any_split_gives_the_same_events(cuts):
+    assert parse_in_pieces(STREAM, cuts) == EXPECTED
+
+
+def test_crlf_split_between_reads_is_one_line_end():
+    # "data: x\r" | "\n\r\n": if the held-back CR were a line end of its own, "\r" + "\n" would make an extra
+    # blank line; the event must still come out exactly once
+    p = SSEParser()
+    assert p.feed(b"data: x\r") == []
+    assert p.feed(b"\n\r\n") == [b"x"]
+    assert p.close() == []
+
+
+def test_event_without_final_blank_line_is_kept_at_close():
+    p = SSEParser()
+    assert p.feed(b"data: a\n\ndata: b") == [b"a"]
+    assert p.close() == [b"b"]
+
+
+def test_unknown_field_is_malformed_and_events_before_it_are_kept():
+    p = SSEParser()
+    assert p.feed(b"data: 1\n\ngarbage line\n\ndata: 2\n\n") == [b"1"]
+    assert "malformed SSE line b'garbage line'" in str(p.error)
+    with pytest.raises(SSEError, match="malformed SSE line"):
+        p.feed(b"data: 3\n\n")
+
+
+def test_huge_event_in_many_reads_and_the_limit():
+    big = b"data: " + b"x" * (3 << 20) + b"\n\n"
+    p = SSEParser(max_bytes=4 << 20)
+    out = []
+    for i in range(0, len(big), 65536):
+        out += p.feed(big[i:i + 65536])
+    assert out == [b"x" * (3 << 20)]
+    small = SSEParser(max_bytes=1024)
+    with pytest.raises(SSEError, match="larger than 1024"):
+        for i in range(0, 4096, 100):
+            small.feed(b"y" * 100)
