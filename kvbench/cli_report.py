@@ -16,7 +16,8 @@ def report(
                                                             "md: a Markdown summary (e.g. a CI job summary)."),
     slo: Optional[str] = typer.Option(None, "--slo", help="SLOs in ms, e.g. ttft=200,tpot=50,e2el=5000,tbt=100 "
                                                           "[default: the workload's, from run.json]."),
-    bucket: float = typer.Option(1.0, "--bucket", help="Time-bucket width of the over-time figures, in seconds."),
+    bucket: Optional[float] = typer.Option(None, "--bucket", help="Time-bucket width of the over-time figures, in "
+                                                                  "seconds [default: about 240 buckets per run]."),
 ) -> None:
     """Write a report of one or more runs: metadata, summary table, latency CDFs, figures over time."""
     from kvbench.report import report_command

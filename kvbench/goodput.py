@@ -151,14 +151,12 @@ def run_probe(plan: ProbePlan, rate: float) -> Probe:
 
 
 def _sim_gpus(spec) -> int | None:
-    """GPUs of a sim cluster, when the sim's cluster spec can say (else the user gives --gpus)."""
+    """GPUs of a sim cluster: instances x tensor-parallel degree summed over its pools (None for other targets)."""
     if getattr(spec, "kind", None) != "sim":
         return None
-    try:
-        from kvbench.sim.cluster import gpu_count  # written by the sim engineer; absent in older trees
-    except ImportError:
-        return None
-    return int(gpu_count(spec))
+    from kvbench.sim.cluster import parse_cluster
+
+    return sum(p.instances * p.tp for p in parse_cluster(spec.params, spec.source).pools)
 
 
 def _out_dir(out: Path | None) -> Path:

@@ -7,6 +7,7 @@ keeps its colour across the report. None of them touches pyplot's global state: 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import matplotlib
@@ -17,6 +18,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 WIDTH_IN = 10.0
 PANEL_H_IN = 2.8
@@ -60,6 +62,10 @@ def _legend(ax) -> None:
                   loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides data
 
 
+def _tick(value: float, _pos=None) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def latency_cdfs(df: pd.DataFrame, palette: dict | None = None) -> Figure:
     """CDFs of latency metrics side by side. df: run, metric (e.g. TTFT), value_ms (may be quantile samples)."""
     metrics = list(dict.fromkeys(df["metric"]))
@@ -71,10 +77,9 @@ def latency_cdfs(df: pd.DataFrame, palette: dict | None = None) -> Figure:
         if len(positive) and positive.max() / max(positive.min(), 1e-9) > 200:
             ax.set_xscale("log")  # heavy tails: a linear axis squeezes the body into one pixel column
         ax.set(title=metric, xlabel=f"{metric} (ms)", ylabel="fraction of requests")
-        if ax is axes[0][0]:
-            _legend(ax)
-        elif ax.get_legend() is not None:
-            ax.get_legend().remove()  # one legend per figure: the runs are the same in every panel
+        if ax is not axes[0][-1] and ax.get_legend() is not None:
+            ax.get_legend().remove()  # one legend per figure, right of the last panel: the runs are the same
+    _legend(axes[0][-1])
     return fig
 
 
@@ -89,6 +94,7 @@ def over_time(df: pd.DataFrame, panels: list[Panel], palette: dict | None = None
         sns.lineplot(long, x="t_s", y="value", hue="run", style=style, palette=palette, ax=ax,
                      errorbar=None, estimator=None, linewidth=1.2)
         ax.set(ylabel=panel.ylabel, title=panel.title, xlabel="time since run start (s)")
+        ax.yaxis.set_major_formatter(FuncFormatter(_tick))
         _legend(ax)
     return fig
 
@@ -104,17 +110,47 @@ def _rebucket(pivot: pd.DataFrame) -> pd.DataFrame:
     return coarse
 
 
-def heatmap(df: pd.DataFrame, value: str, label: str, vmax: float | None = None) -> Figure:
-    """Instance x time heatmap, one panel per run. df: run, instance, t_s, `value`."""
+def _time_ticks(columns: list[float]) -> tuple[list[float], list[str]]:
+    """Tick positions (cell centres) and labels at round times, about ten across the heatmap."""
+    t = np.asarray(columns, dtype=float)
+    if len(t) < 2:
+        return [0.5] * len(t), [f"{v:g}" for v in t]
+    raw = (t[-1] - t[0]) / 10
+    exp = 10.0 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    step = next((m * exp for m in (1, 2, 5, 10) if m * exp >= raw), 10 * exp)
+    marks = np.arange(math.ceil(t[0] / step) * step, t[-1] + step / 2, step)
+    pos = np.searchsorted(t, marks - 1e-9)
+    keep = pos < len(t)
+    return [float(p) + 0.5 for p in pos[keep]], [f"{m:,.6g}" for m in marks[keep]]
+
+
+def _uniform(t: np.ndarray) -> np.ndarray:
+    """Bucket starts from the first to the last at the smallest spacing seen: idle buckets get a column too."""
+    if len(t) < 2:
+        return t
+    width = float(np.min(np.diff(t)))
+    n = int(round((t[-1] - t[0]) / width)) + 1
+    grid = np.round(t[0] + width * np.arange(n), 9)
+    return np.union1d(grid, np.round(t, 9)) if n <= 100 * len(t) else t
+
+
+def heatmap(df: pd.DataFrame, value: str, label: str, vmax: float | None = None,
+            fill: float | None = None) -> Figure:
+    """Instance x time heatmap, one panel per run. df: run, instance, t_s, `value`. Buckets missing for an
+    instance get `fill` (e.g. 0 utilisation while idle), else stay blank (grey)."""
     runs = list(dict.fromkeys(df["run"]))
     n_inst = df.groupby("run")["instance"].nunique().max()
-    fig, axes = _figure(len(runs), height=max(1.6, 0.8 + 0.22 * n_inst), sharex=False)
+    fig, axes = _figure(len(runs), height=max(1.6, 0.9 + 0.22 * n_inst), sharex=False)
     for ax, run in zip(axes[:, 0], runs):
-        pivot = _rebucket(df[df["run"] == run].pivot_table(index="instance", columns="t_s", values=value,
-                                                           aggfunc="mean"))
+        part = df[df["run"] == run]
+        pivot = part.pivot_table(index="instance", columns="t_s", values=value, aggfunc="mean")
+        pivot = pivot.reindex(columns=_uniform(pivot.columns.to_numpy(dtype=float)))
+        pivot = _rebucket(pivot.fillna(fill) if fill is not None else pivot)
         sns.heatmap(pivot, ax=ax, cmap="viridis", vmin=0, vmax=vmax, cbar_kws={"label": label},
-                    xticklabels=max(1, pivot.shape[1] // 10), yticklabels=True)
-        ax.set_xticklabels([f"{float(t.get_text()):.0f}" for t in ax.get_xticklabels()], rotation=0)
+                    xticklabels=False, yticklabels=True)
+        ax.set_facecolor("#e6e6e6")  # blank cells: no step ran there
+        pos, labels = _time_ticks(list(pivot.columns))
+        ax.set_xticks(pos, labels, rotation=0)
         ax.set(title=run if len(runs) > 1 else "", xlabel="time since run start (s)", ylabel="instance")
     return fig
 
@@ -146,12 +182,13 @@ def kv_transfers(df: pd.DataFrame, palette: dict | None = None) -> Figure:
         xs = np.geomspace(max(part["nbytes"].min(), 1), max(part["nbytes"].max(), 2), 100)
         colour = palette.get(run) if palette else None
         ax.plot(xs, alpha + xs / beta, color=colour, linewidth=1.5,
-                label=f"{run}: α={alpha * 1000:.3g} µs, β={beta / 1e6:.3g} GB/s")
-        if np.isfinite(beta):
-            knee = alpha * beta  # bytes where the bandwidth term equals the per-transfer latency
+                label=f"{run}: α={_tick(alpha * 1000)} µs, β={_tick(beta / 1e6)} GB/s")  # bytes/ms -> GB/s
+        knee = alpha * beta  # bytes where the bandwidth term equals the per-transfer latency
+        if np.isfinite(knee) and xs[0] / 100 <= knee <= xs[-1] * 100:  # far-off knees would stretch the axis
             ax.axvline(knee, color=colour, linestyle=":", linewidth=1)
-            ax.annotate("RTT-bound ←  → bandwidth-bound", (knee, alpha), textcoords="offset points",
-                        xytext=(0, -14), ha="center", fontsize="x-small", color=colour or "black")
+            for text, ha in (("← RTT-bound ", "right"), (" bandwidth-bound →", "left")):
+                ax.annotate(text, (knee, 0.97), xycoords=("data", "axes fraction"), ha=ha, va="top",
+                            fontsize="x-small", color=colour or "black")
     ax.set(xscale="log", yscale="log", xlabel="KV bytes transferred", ylabel="transfer time (ms)")
     _legend(ax)
     return fig
