@@ -11,7 +11,9 @@ GET /metrics (Prometheus text), POST /tokenize. What it does, so clients can be 
   token is always computed), as vLLM does. Reported as `usage.prompt_tokens_details.cached_tokens`.
 - Timing: a `Plan` per request from the target: the first token `ttft_ns` after the request body arrived, then
   one token every `itl_ns`, each at an absolute deadline (sleeps never accumulate drift). Requests do not
-  queue behind each other: every request is served as if alone.
+  queue behind each other: every request is served as if alone. `fixed:` plans are constant (plus an optional
+  per-uncached-token prefill cost); `sim[:PRESET]` plans come from a one-request simulator run
+  (kvbench/serve_sim.py says exactly what that models and what it leaves out).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class ServeOptions:
     cache_blocks: int = 65_536
     max_model_len: int = 1_000_000
     eos_tokens: int = 0  # 0: never stops early
+    plan_in_thread: bool = False  # slow planners (a sim run) must not stall the other streams' writes
 
 
 def fixed_planner(spec: TargetSpec) -> tuple[Planner, int]:
@@ -234,7 +237,10 @@ class Generator:
             return error_response(400, str(e))
         c = self.counters
         cached = self.cache.lookup_insert(job.prompt_tokens)
-        plan = self.plan(len(job.prompt_tokens), cached, job.out_tokens)
+        if self.opts.plan_in_thread:
+            plan = await asyncio.to_thread(self.plan, len(job.prompt_tokens), cached, job.out_tokens)
+        else:
+            plan = self.plan(len(job.prompt_tokens), cached, job.out_tokens)
         self._seq += 1
         c.requests += 1
         c.running += 1
@@ -361,7 +367,8 @@ def run_server(spec: TargetSpec, opts: ServeOptions, host: str, port: int, seed:
     if opts.block_tokens < 1 or opts.cache_blocks < 0:
         raise ConfigError("--block-tokens must be >= 1 and --cache-blocks >= 0")
     planner, eos = planner_for(spec, seed)
-    opts = ServeOptions(opts.model, opts.block_tokens, opts.cache_blocks, opts.max_model_len, eos)
+    opts = ServeOptions(opts.model, opts.block_tokens, opts.cache_blocks, opts.max_model_len, eos,
+                        plan_in_thread=spec.kind == "sim")
     try:
         asyncio.run(serve_forever(planner, opts, host, port, ready))
     except (KeyboardInterrupt, GracefulExit):
