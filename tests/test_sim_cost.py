@@ -80,8 +80,9 @@ def test_tensor_parallel_hand_computed() -> None:
     # per GPU: compute 8,064,256/2 FLOPs -> 8,064.3 ns; memory: weights 2e6/2 B + KV 1004*32 B (1 KV head cannot
     #   be split: kv_div = min(tp=2, kv_heads=1) = 1) = 1,032,128 B / 5e10 = 20,642.56 ns
     # all-reduce: 2 per layer x 2 layers, each 1000 ns + 2*(2-1)/2 * (4 tokens * 8 hidden * 2 B) / 1e10 s
-    #   = 4 * (1000 + 6.4) ns = 4025.6 ns -> 4000 + int(25.6) = 4025
-    assert c.decode_step_ns(4, 1000) == 20_642 + 1200 + 4025
+    #   = 4 * (1000 + 6.4) ns = 4000 ns of alphas (a constant) + 25.6 ns of bytes (floored with the roofline term)
+    # step = floor(20,642.56 + 25.6 = 20,668.16) + 1200 + 4000
+    assert c.decode_step_ns(4, 1000) == 20_668 + 1200 + 4000
 
 
 def test_moe_reads_only_touched_experts() -> None:
@@ -104,8 +105,8 @@ def test_capacity_and_dp_attention() -> None:
     dp = CostModel(TOY, TOY_GPU, tp=2, allreduce_link=TOY_LINK, dp_attention=True)
     assert dp.kv_capacity_tokens() == 500_000
     # ... and reads only its share of the KV per step: memory = (1e6 + 1004*32/2) / 5e10 = 1,016,064/5e10
-    #   = 20,321.28 ns (compute 8,064.3 ns), + 1200 + all-reduce 4025
-    assert dp.decode_step_ns(4, 1000) == 20_321 + 1200 + 4025
+    #   = 20,321.28 ns (compute 8,064.3 ns), + all-reduce bytes 25.6 -> floor(20,346.88); + 1200 + 4000 alphas
+    assert dp.decode_step_ns(4, 1000) == 20_346 + 1200 + 4000
 
 
 def test_deepseek_dp_attention_multiplies_capacity_by_tp() -> None:

@@ -37,7 +37,11 @@ from kvbench.config import ConfigError
 from kvbench.sim.spec import GpuSpec, LinkSpec, ModelSpec, gpu_from, link_from, model_from
 from kvbench.sim.spec import gpu as spec_gpu, link as spec_link, model as spec_model
 
-S = 10**12  # fixed-point units per nanosecond
+SHIFT = 20
+S = 1 << SHIFT  # fixed-point units per nanosecond (a power of two, so the floor is a shift)
+
+# A run of decode steps is described by `lines` = (a1, s1, a2, s2, const): step i (i = 0, 1, ...) costs
+# floor(max(a1 + s1*i, a2 + s2*i) / S) + const ns, with s2 >= s1 (line 2 wins from some step i0 on).
 
 
 def floor_sum(n: int, m: int, a: int, b: int) -> int:
@@ -57,19 +61,40 @@ def floor_sum(n: int, m: int, a: int, b: int) -> int:
         m, a = a, m
 
 
-def _sum_max(n: int, a1: int, s1: int, a2: int, s2: int) -> int:
-    """sum over i < n of floor(max(a1 + s1*i, a2 + s2*i) / S), given s2 >= s1 (line 2 wins from some i0 on)."""
+def _crossover(a1: int, s1: int, a2: int, s2: int) -> float:
+    """First step index at which line 2 is >= line 1 (inf if never)."""
     if a1 <= a2:
-        i0 = 0
-    elif s1 == s2:
-        i0 = n
-    else:
-        i0 = min(n, -(-(a1 - a2) // (s2 - s1)))
-    return floor_sum(i0, S, s1, a1) + floor_sum(n - i0, S, s2, a2 + s2 * i0)
+        return 0
+    if s1 == s2:
+        return math.inf
+    return -(-(a1 - a2) // (s2 - s1))
 
 
-def solve_run(a: int, s: int, const: int, budget: float) -> float:
-    """Real n with sum_{i<n} ((a + s*i)/S + const) == budget (the floors ignored), for the step estimate."""
+def run_sum(n: int, lines: tuple[int, int, int, int, int]) -> int:
+    """Exact total of the first n steps of a run (see `lines` above)."""
+    a1, s1, a2, s2, const = lines
+    i0 = min(n, _crossover(a1, s1, a2, s2))
+    if i0 == 0:
+        return floor_sum(n, S, s2, a2) + n * const
+    if i0 == n:
+        return floor_sum(n, S, s1, a1) + n * const
+    return floor_sum(i0, S, s1, a1) + floor_sum(n - i0, S, s2, a2 + s2 * i0) + n * const
+
+
+def _real_sum(n: float, a: float, s: float, const: float) -> float:
+    """Sum of the first n steps of one line without the floors, in ns (float)."""
+    return (n * a + s * n * (n - 1) / 2) / S + n * const
+
+
+def _real_run(n: int, lines: tuple[int, int, int, int, int], i0: float) -> float:
+    a1, s1, a2, s2, const = lines
+    if n <= i0:
+        return _real_sum(n, a1, s1, const)
+    return _real_sum(i0, a1, s1, const) + _real_sum(n - i0, a2 + s2 * i0, s2, const)
+
+
+def solve_run(a: float, s: float, const: float, budget: float) -> float:
+    """Real n with _real_sum(n, a, s, const) == budget."""
     q = s / (2 * S)
     lin = a / S + const - q
     if q == 0:
@@ -77,10 +102,35 @@ def solve_run(a: int, s: int, const: int, budget: float) -> float:
     return (-lin + math.sqrt(lin * lin + 4 * q * budget)) / (2 * q)
 
 
-def exact_within(run: Callable[[int], int], budget_ns: int, guess: int) -> int:
-    """Largest n >= 1 with run(n) <= budget_ns, for increasing run() with run(1) <= budget_ns, near `guess`.
+def run_within(budget_ns: int, lines: tuple[int, int, int, int, int]) -> int:
+    """Largest n with run_sum(n, lines) <= budget_ns, usually without one exact sum.
 
-    Callers estimate ignoring the per-step floors, so the guess is off by a step or two: gallop, then bisect."""
+    The floor-free sum R(n) bounds the exact one: R(n) - n < run(n) <= R(n). So the largest n with R(n) <= budget
+    is the answer whenever R(n+1) - (n+1) > budget too; otherwise (a budget within n ns of a step boundary) the
+    exact sums decide."""
+    a1, s1, a2, s2, const = lines
+    if (max(a1, a2) >> SHIFT) + const > budget_ns:
+        return 0
+    i0 = _crossover(a1, s1, a2, s2)
+    est = solve_run(a1, s1, const, budget_ns)
+    if est > i0:
+        est = i0 + solve_run(a2 + s2 * i0, s2, const, budget_ns - _real_run(i0, lines, i0))
+    if est > 2**53:
+        raise OverflowError(f"run_within: {est:.3g} steps fit in {budget_ns} ns; is every step ~0 ns?")
+    n = max(1, int(est))
+    hi_ok = budget_ns - (1.0 + budget_ns * 1e-12)  # a margin for float rounding
+    r0, r1 = _real_run(n, lines, i0), _real_run(n + 1, lines, i0)
+    while r1 <= hi_ok:
+        n, r0, r1 = n + 1, r1, _real_run(n + 2, lines, i0)
+    while n > 1 and r0 > hi_ok:
+        n, r1, r0 = n - 1, r0, _real_run(n - 1, lines, i0)
+    if r0 <= hi_ok and r1 - (n + 1) > budget_ns + (budget_ns - hi_ok):
+        return n
+    return exact_within(lambda k: run_sum(k, lines), budget_ns, n)
+
+
+def exact_within(run: Callable[[int], int], budget_ns: int, guess: int) -> int:
+    """Largest n >= 1 with run(n) <= budget_ns, for increasing run() with run(1) <= budget_ns, near `guess`."""
     if run(guess) > budget_ns:
         lo, hi = 1, guess
     else:
@@ -127,21 +177,22 @@ class CostModel:
         setattr_ = object.__setattr__
         setattr_(self, "_ct", round(flop_units * 2 * m.active_params))  # per new token
         setattr_(self, "_cp", round(flop_units * m.attn_flops_per_pair()))  # per attention pair
-        setattr_(self, "_cw", round(byte_units * m.bytes_per_param / tp))  # per weight parameter read
+        weight_units = byte_units * m.bytes_per_param / tp
+        setattr_(self, "_cwa", round(weight_units * m.active_params))  # weights touched per token (MoE)
+        setattr_(self, "_cwt", round(weight_units * m.params))  # all weights, read at most once per step
         setattr_(self, "_ck", round(byte_units * m.kv_bytes_per_token() / kv_div))  # per KV token touched
+        setattr_(self, "_ar", round(ar_tok * S))  # all-reduce per token in the step
         setattr_(self, "_kv_div", kv_div)
         setattr_(self, "_const", g.step_overhead_ns + m.n_layers * g.layer_overhead_ns + ar_ns)
-        setattr_(self, "_ar_tok", ar_tok)  # all-reduce ns per token in the step
 
-    # --- single steps -------------------------------------------------------------------------------------
+    # --- single steps (written out, not shared, because the engine calls them in its hot loop) ---------------
     def _step(self, tokens: int, pairs: int, kv: int) -> int:
-        m = self.model
         c = self._ct * tokens + self._cp * pairs
-        w = m.active_params * tokens
-        if w > m.params:
-            w = m.params
-        mem = self._cw * w + self._ck * kv
-        return (c if c > mem else mem) // S + self._const + int(self._ar_tok * tokens)
+        w = self._cwa * tokens
+        if w > self._cwt:
+            w = self._cwt
+        mem = w + self._ck * kv
+        return ((c if c > mem else mem) + self._ar * tokens >> SHIFT) + self._const
 
     def prefill_ns(self, new_tokens: int, context_tokens: int = 0) -> int:
         """Compute `new_tokens` after `context_tokens` already in KV (a whole prompt or one chunk of it)."""
@@ -154,7 +205,13 @@ class CostModel:
         """One decode step of `batch` requests holding `kv_tokens` in total (before the step)."""
         if batch <= 0:
             return 0
-        return self._step(batch, kv_tokens + batch, kv_tokens + batch)
+        k = kv_tokens + batch
+        c = self._ct * batch + self._cp * k
+        w = self._cwa * batch
+        if w > self._cwt:
+            w = self._cwt
+        mem = w + self._ck * k
+        return ((c if c > mem else mem) + self._ar * batch >> SHIFT) + self._const
 
     def step_ns(self, prefill_tokens: int, prefill_context: int, batch: int, kv_tokens: int) -> int:
         """A mixed step: a prefill chunk (after prefill_context cached tokens) plus `batch` decoding requests."""
@@ -170,34 +227,27 @@ class CostModel:
         return self._step(tokens, pairs, kv_tokens_touched) if tokens > 0 else 0
 
     # --- runs of decode steps -----------------------------------------------------------------------------
-    def _lines(self, batch: int, kv_tokens: int) -> tuple[int, int, int, int, int]:
-        """Step i of a run (KV = kv_tokens + batch*i) costs floor(max(line_c(i), line_m(i)) / S) + const."""
-        m = self.model
-        w = min(m.params, m.active_params * batch)
-        k0 = kv_tokens + batch
-        ac, sc = self._ct * batch + self._cp * k0, self._cp * batch
-        am, sm = self._cw * w + self._ck * k0, self._ck * batch
-        const = self._const + int(self._ar_tok * batch)
-        return (ac, sc, am, sm, const) if sc <= sm else (am, sm, ac, sc, const)
+    def decode_lines(self, batch: int, kv_tokens: int) -> tuple[int, int, int, int, int]:
+        """The run starting at (batch, kv_tokens) as `lines` (see run_sum): compute and memory, KV + batch*i."""
+        w = self._cwa * batch
+        if w > self._cwt:
+            w = self._cwt
+        k0, ar = kv_tokens + batch, self._ar * batch
+        ac, sc = self._ct * batch + self._cp * k0 + ar, self._cp * batch
+        am, sm = w + self._ck * k0 + ar, self._ck * batch
+        return (ac, sc, am, sm, self._const) if sc <= sm else (am, sm, ac, sc, self._const)
 
     def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:
         """n consecutive decode steps, KV growing by `batch` per step; == sum of decode_step_ns, in O(log)."""
         if batch <= 0 or n_steps <= 0:
             return 0
-        a1, s1, a2, s2, const = self._lines(batch, kv_tokens)
-        return _sum_max(n_steps, a1, s1, a2, s2) + n_steps * const
+        return run_sum(n_steps, self.decode_lines(batch, kv_tokens))
 
     def decode_steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
         """Largest n with decode_run_ns(batch, kv_tokens, n) <= budget_ns (0 when batch is empty)."""
-        if batch <= 0 or self.decode_step_ns(batch, kv_tokens) > budget_ns:
+        if batch <= 0:
             return 0
-        a1, s1, a2, s2, const = self._lines(batch, kv_tokens)
-        est = solve_run(a1, s1, const, budget_ns)
-        i0 = 0 if a1 <= a2 else (math.inf if s1 == s2 else -(-(a1 - a2) // (s2 - s1)))
-        if est > i0:  # the run crosses into line 2's regime: solve the remainder there
-            spent = self.decode_run_ns(batch, kv_tokens, i0)
-            est = i0 + solve_run(a2 + s2 * i0, s2, const, budget_ns - spent)
-        return exact_within(lambda n: self.decode_run_ns(batch, kv_tokens, n), budget_ns, max(1, int(est)))
+        return run_within(budget_ns, self.decode_lines(batch, kv_tokens))
 
     # --- memory ---------------------------------------------------------------------------------------------
     def usable_bytes(self) -> int:

@@ -18,7 +18,7 @@ import csv
 from pathlib import Path
 
 from kvbench.config import ConfigError
-from kvbench.sim.cost import CostModel, S, exact_within, floor_sum, solve_run
+from kvbench.sim.cost import SHIFT, CostModel, S, run_sum, run_within
 from kvbench.units import ms_to_ns
 
 COLUMNS = ("prefill_tokens", "context_tokens", "batch", "kv_tokens", "time_ms")
@@ -112,26 +112,29 @@ class ProfileCost:
         if batch <= 0:
             return 0
         a, s = self._decode_coef(batch)
-        return (a + s * kv_tokens) // S
+        return (a + s * kv_tokens) >> SHIFT
 
     def step_ns(self, prefill_tokens: int, prefill_context: int, batch: int, kv_tokens: int) -> int:
         if prefill_tokens <= 0:
             return self.decode_step_ns(batch, kv_tokens)
         slope = self._decode_coef(batch)[1] if batch > 0 else 0
-        return self.prefill_ns(prefill_tokens + batch, prefill_context) + slope * kv_tokens // S
+        return self.prefill_ns(prefill_tokens + batch, prefill_context) + (slope * kv_tokens >> SHIFT)
+
+    def decode_lines(self, batch: int, kv_tokens: int) -> tuple[int, int, int, int, int]:
+        """The run as `lines` (kvbench.sim.cost.run_sum): one line, a + s*(kv_tokens + batch*i)."""
+        a, s = self._decode_coef(batch)
+        a0 = a + s * kv_tokens
+        return a0, s * batch, a0, s * batch, 0
 
     def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:
         if batch <= 0 or n_steps <= 0:
             return 0
-        a, s = self._decode_coef(batch)
-        return floor_sum(n_steps, S, s * batch, a + s * kv_tokens)
+        return run_sum(n_steps, self.decode_lines(batch, kv_tokens))
 
     def decode_steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
-        if batch <= 0 or self.decode_step_ns(batch, kv_tokens) > budget_ns:
+        if batch <= 0:
             return 0
-        a, s = self._decode_coef(batch)
-        est = solve_run(a + s * kv_tokens, s * batch, 0, budget_ns)
-        return exact_within(lambda n: self.decode_run_ns(batch, kv_tokens, n), budget_ns, max(1, int(est)))
+        return run_within(budget_ns, self.decode_lines(batch, kv_tokens))
 
     def kv_capacity_tokens(self) -> int:
         return self.roofline.kv_capacity_tokens()
