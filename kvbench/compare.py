@@ -45,11 +45,11 @@ def load_side(path: str | Path, slo: Slo | None = None) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir():
         return summary.build(p, slo)
-    if p.suffix == ".json" or p.is_file():
-        if slo is not None:
-            raise ConfigError(f"{p}: --slo applies to run directories only; a summary.json keeps the SLOs it was made with")
-        return summary.load(p)
-    raise ConfigError(f"{p}: no such run directory or summary.json")
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such run directory or summary.json")
+    if slo is not None:
+        raise ConfigError(f"{p}: --slo applies to run directories only; a summary.json keeps the SLOs it was made with")
+    return summary.load(p)
 
 
 def delta_for(key: str, base: dict[str, Any], cand: dict[str, Any], resamples: int = RESAMPLES,

@@ -1,0 +1,87 @@
+"""`kvbench summary` end to end: a real replay on the fixed target, figures computed by hand, summary.json, CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvbench import summary
+from kvbench.eventlog import read_manifest, write_manifest
+from kvbench.records import Request
+from kvbench.run import RunOptions, execute
+from kvbench.target import resolve
+from kvbench.workload.load import Workload
+
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def fixed_run(tmp_path_factory):
+    # 8 requests at i * 100 ms, outputs 1 2 3 4 1 2 3 4 tokens; no queueing (servers=0); every 4th released fails
+    reqs = [Request(i, i * 100 * MS, 100 * (i + 1), [1, 2, 3, 4][i % 4]) for i in range(8)]
+    wl = Workload("hand", "test", "0", lambda: iter(reqs), slo_ms={"ttft": 40.0})
+    run_dir, stats = execute(wl, resolve("fixed:ttft_ms=50,itl_ms=10,servers=0,fail_every=4"),
+                             RunOptions(out=tmp_path_factory.mktemp("s") / "run"))
+    assert stats.status == "complete"
+    return run_dir
+
+
+def test_fixed_target_figures_by_hand(fixed_run):
+    m = summary.build(fixed_run)["metrics"]
+    # finished 0 1 2 4 5 6 (3 and 7 fail at release + 50); TTFT 50 each, E2E 50 + 10 (n - 1)
+    assert (m["finished"], m["errors"], m["requests"]) == (6, 2, 8)
+    assert (m["ttft_ms.mean"], m["ttft_ms.p99"]) == (50, 50)
+    assert (m["tpot_ms.count"], m["tpot_ms.mean"]) == (4, 10)  # one-token requests 0 and 4 have none
+    assert (m["itl_ms.count"], m["itl_ms.p99"]) == (6, 10)  # 0 + 1 + 2 + 0 + 1 + 2 evenly spaced gaps
+    assert (m["e2e_ms.mean"], m["e2e_ms.max"]) == (60, 70)  # 50 60 70 50 60 70
+    assert m["duration_s"] == pytest.approx(0.75)  # last terminal: request 7 fails at 700 + 50
+    assert m["request_throughput"] == pytest.approx(6 / 0.75)
+    assert m["output_token_throughput"] == pytest.approx(12 / 0.75)  # 1+2+3+1+2+3
+    assert m["failures.ERROR.server_error"] == 2
+
+
+def test_workload_slo_used_by_default_and_overridden(fixed_run):
+    doc = summary.build(fixed_run)
+    assert doc["slo_ms"] == {"ttft": 40.0} and doc["metrics"]["good"] == 0  # TTFT 50 > 40
+    from kvbench.metrics import parse_slo
+
+    doc = summary.build(fixed_run, parse_slo("ttft=60,e2el=60"))
+    assert doc["metrics"]["good"] == 4  # E2E <= 60: requests 0 1 4 5
+    assert doc["metrics"]["slo_attainment"] == pytest.approx(4 / 8)
+
+
+def test_summary_json_and_printed_table(fixed_run):
+    out = io.StringIO()
+    summary.print_run_summary(fixed_run, file=out)
+    text = out.getvalue()
+    assert "TTFT" in text and "ITL" in text and "8 (6 finished, 2 errors" in text
+    doc = summary.load(fixed_run / "summary.json")
+    assert doc["metrics"]["ttft_ms.p50"] == 50 and doc["status"] == "complete"
+    assert doc["samples"]["ttft_ms"] == {"n": 6, "values": [50.0] * 6}
+    assert doc["timeseries"]["bucket_s"] == 1.0 and doc["timeseries"]["arrivals"] == [8.0]
+
+
+def test_killed_run_is_reported_and_running_requests_counted(tmp_path, fixed_run):
+    import shutil
+
+    run = shutil.copytree(fixed_run, tmp_path / "killed")
+    manifest = read_manifest(run)
+    manifest["status"] = "running"
+    write_manifest(run, manifest)
+    doc = summary.build(run)
+    assert doc["status"] == "killed" and doc["metrics"]["running"] == 0
+
+
+def test_cli_summary_json_writes_file(tmp_path, fixed_run):
+    p = subprocess.run([sys.executable, "-c", "from kvbench.cli import main; main()", "summary", str(fixed_run),
+                        "--json", "--bucket", "0.25", "--slo", "ttft=60"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc == json.loads((fixed_run / "summary.json").read_text())
+    assert doc["slo_ms"] == {"ttft": 60.0} and doc["metrics"]["good"] == 6
+    # 250 ms buckets: 0 100 200 | 300 400 | 500 600 700 | (request 7 ends at 750: a bucket with no arrival)
+    assert doc["timeseries"]["arrivals"] == [3.0, 2.0, 3.0, 0.0]
