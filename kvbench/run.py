@@ -62,6 +62,10 @@ def _redacted(params: dict) -> dict:
 def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
             progress: Callable[[ReplayStats], None] | None = None) -> tuple[Path, ReplayStats]:
     """Replay `workload` against the target `spec`; returns the run directory and the final counts."""
+    if spec.kind in REALTIME_KINDS:  # imports and endpoint probes happen before t0, so they are not client lag
+        from kvbench.http.probe import prepared_spec
+
+        spec = prepared_spec(spec)
     run_id = run_id_for(workload, spec)
     run_dir = Path(opts.out) if opts.out else Path("reports") / run_id
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ import sys
 
 from faultserver import FaultServer
 
-from kvbench.http.probe import count_tokenize, count_usage, prepare, tokens_per_word
+from kvbench.http.probe import calibrate_word_tokens, count_tokenize, count_usage, prepare
 from kvbench.http.profile import load_profile
 from kvbench.http.prompts import PromptBuilder
 from kvbench.records import Request
@@ -17,8 +17,8 @@ def req(rid: int, n_in: int, ids: tuple[int, ...], bt: int = 16) -> Request:
     return Request(rid, 0, n_in, 4, ids, bt)
 
 
-def test_words_per_block_follow_tokens_per_word():
-    b = PromptBuilder("s", tokens_per_word=2.0)
+def test_words_per_block_follow_word_tokens():
+    b = PromptBuilder("s", word_tokens=2.0)
     # 40 tokens in 16-token blocks: blocks of 16, 16, 8 tokens -> 8, 8, 4 words at 2 tokens a word
     lines = b.text(req(0, 40, (1, 2, 3))).splitlines()
     assert [len(line.split()) for line in lines] == [8, 8, 4]
@@ -60,8 +60,8 @@ def test_calibration_against_the_server_tokenizer():
     with FaultServer() as srv:
         prof = load_profile({"base_url": srv.base_url}, "")
         prep = prepare(prof)
-        assert prep.model == "fault-model" and prep.tokens_per_word == 2.0
+        assert prep.model == "fault-model" and prep.word_tokens == 2.0
         assert count_tokenize(prep, "m", "a b c") == 7 and count_usage(prep, "m", "a b c") == 7
         usage_only = load_profile({"base_url": srv.base_url, "calibrate": "usage"}, "")
-        assert tokens_per_word(usage_only, "m") == 2.0
-        assert tokens_per_word(load_profile({"base_url": srv.base_url, "calibrate": "off"}, ""), "m") == 1.0
+        assert calibrate_word_tokens(usage_only, "m") == 2.0
+        assert calibrate_word_tokens(load_profile({"base_url": srv.base_url, "calibrate": "off"}, ""), "m") == 1.0

@@ -18,7 +18,7 @@ from kvbench.run import RunOptions, execute
 from kvbench.target import TargetSpec
 from kvbench.workload.load import Workload
 
-FAST = {"model": "fault-model", "tokens_per_word": 2.0, "read_timeout_s": 0.3}  # no probes; stalls end in 0.3 s
+FAST = {"model": "fault-model", "word_tokens": 2.0, "read_timeout_s": 0.3}  # no probes; stalls end in 0.3 s
 
 
 def run(requests: list[Request], base_url: str, out: Path, concurrency: int | None = None, **params) -> tuple:

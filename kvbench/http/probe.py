@@ -8,6 +8,8 @@ import urllib.error
 import urllib.request
 from dataclasses import replace
 
+from kvbench.target import TargetSpec
+
 from kvbench.config import ConfigError
 from kvbench.http.profile import EndpointProfile
 from kvbench.http.prompts import calibration_texts
@@ -63,10 +65,10 @@ def count_usage(prof: EndpointProfile, model: str, text: str) -> int:
     return int(_call(prof, prof.endpoint_url, body)["usage"]["prompt_tokens"])
 
 
-def tokens_per_word(prof: EndpointProfile, model: str) -> float:
+def calibrate_word_tokens(prof: EndpointProfile, model: str) -> float:
     """Calibrate: Δtokens / Δwords of two probe texts (cancels BOS and template overhead); 1.0 when off."""
-    if prof.tokens_per_word > 0:
-        return prof.tokens_per_word
+    if prof.word_tokens > 0:
+        return prof.word_tokens
     if prof.calibrate == "off":
         return 1.0
     counters = {"auto": (count_tokenize, count_usage), "tokenize": (count_tokenize,), "usage": (count_usage,)}
@@ -82,10 +84,21 @@ def tokens_per_word(prof: EndpointProfile, model: str) -> float:
             return (n2 - n1) / (w2 - w1)
         errors.append(f"{count.__name__}: counts {n1}, {n2} do not grow with the text")
     raise ConfigError(f"{prof.base_url}: cannot calibrate prompt length ({'; '.join(errors)}); "
-                      f"set tokens_per_word in the profile or --set calibrate=off")
+                      f"set word_tokens in the profile or --set calibrate=off")
 
 
 def prepare(prof: EndpointProfile) -> EndpointProfile:
-    """The profile with `model` and `tokens_per_word` filled in (done once; workers inherit the result)."""
+    """The profile with `model` and `word_tokens` filled in (done once; workers inherit the result)."""
     model = served_model(prof)
-    return replace(prof, model=model, tokens_per_word=tokens_per_word(replace(prof, model=model), model))
+    return replace(prof, model=model, word_tokens=calibrate_word_tokens(replace(prof, model=model), model))
+
+
+def prepared_spec(spec: TargetSpec) -> TargetSpec:
+    """The spec with `model` and `word_tokens` fixed by probing now, before the run's t0 (so set-up time is
+    not counted as client lag, and workers inherit one calibration). Also imports the target's modules."""
+    from kvbench.http.profile import load_profile
+
+    import kvbench.http.target  # noqa: F401  (aiohttp & co. take ~0.2 s to import: not inside the timed run)
+
+    prof = prepare(load_profile(spec.params, spec.source))
+    return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})

@@ -33,7 +33,7 @@ class EndpointProfile:
     max_connections: int = 0  # connector pool size, 0 = unlimited (the replayer bounds what is in flight)
     salt: bool = True  # mix a per-run salt into the prompt text so an earlier run's warm cache cannot hit
     calibrate: str = "auto"  # auto (tokenize, else usage) | tokenize | usage | off
-    tokens_per_word: float = 0.0  # > 0 skips calibration; the synthesised words' tokens per word for this tokenizer
+    word_tokens: float = 0.0  # > 0 skips calibration; the synthesised words' tokens per word for this tokenizer
     tokenize_path: str = "/tokenize"  # on the server root (llama.cpp, vLLM), not under /v1
     lag_warn_ms: float = 10.0  # warn when client lag (send - intended arrival) p99 exceeds this
     scrape_interval_s: float = 0.0  # scrape Prometheus metrics every this many seconds, 0 = off
@@ -53,7 +53,7 @@ class EndpointProfile:
 
 _KEYS = ("kind",) + tuple(f.name for f in fields(EndpointProfile))
 _NUMBER_MIN = {"connect_timeout_s": 0.001, "read_timeout_s": 0.001, "request_timeout_s": 0.0, "retries": 0,
-               "max_connections": 0, "tokens_per_word": 0.0, "lag_warn_ms": 0.0, "scrape_interval_s": 0.0,
+               "max_connections": 0, "word_tokens": 0.0, "lag_warn_ms": 0.0, "scrape_interval_s": 0.0,
                "max_event_bytes": 1024}
 _INTS = ("retries", "max_connections", "max_event_bytes")
 

@@ -28,22 +28,22 @@ CACHE_BLOCKS = 8192  # block texts kept; a prefix shared by many requests is bui
 class PromptBuilder:
     """Text for a request: its blocks' texts in order, the last block cut to the request's remaining length.
 
-    A block is `round(block_tokens / tokens_per_word)` words drawn from `random.Random(f"{salt}/{id}")` (string
+    A block is `round(block_tokens / word_tokens)` words drawn from `random.Random(f"{salt}/{id}")` (string
     seeds are hashed with SHA-512, so the text is the same in every process and Python version); the last,
     partial block is the first words of the same stream, so it is a prefix of the full block. Requests without
     hash_ids get blocks private to their req_id.
     """
 
-    __slots__ = ("salt", "tokens_per_word", "_cache")
+    __slots__ = ("salt", "word_tokens", "_cache")
 
-    def __init__(self, salt: str = "", tokens_per_word: float = 1.0):
-        if tokens_per_word <= 0:
-            raise ValueError(f"tokens_per_word must be > 0, got {tokens_per_word}")
-        self.salt, self.tokens_per_word = salt, tokens_per_word
+    def __init__(self, salt: str = "", word_tokens: float = 1.0):
+        if word_tokens <= 0:
+            raise ValueError(f"word_tokens must be > 0, got {word_tokens}")
+        self.salt, self.word_tokens = salt, word_tokens
         self._cache: dict[tuple[str, int], str] = {}
 
     def words_for(self, tokens: int) -> int:
-        return max(1, round(tokens / self.tokens_per_word))
+        return max(1, round(tokens / self.word_tokens))
 
     def block(self, key: str, n_words: int) -> str:
         """`n_words` words of block `key`'s stream, one line ending in LF (so blocks tokenize independently)."""
@@ -76,7 +76,7 @@ class PromptBuilder:
 
 
 def calibration_texts(n_small: int = 200, n_large: int = 1200) -> tuple[tuple[int, str], tuple[int, str]]:
-    """Two probe texts built like prompts, (words, text) each; tokens_per_word = Δtokens / Δwords cancels BOS and
+    """Two probe texts built like prompts, (words, text) each; word_tokens = Δtokens / Δwords cancels BOS and
     chat-template overhead."""
     b = PromptBuilder("calibrate", 1.0)
     return (n_small, b.block("probe", n_small)), (n_large, b.block("probe", n_large))

@@ -20,6 +20,7 @@ from kvbench.http.faults import RETRYABLE, StreamFault, classify, classify_statu
 from kvbench.http.probe import auth_headers, prepare
 from kvbench.http.profile import EndpointProfile, load_profile
 from kvbench.http.prompts import PromptBuilder
+from kvbench.http.scrape import scrape_loop
 from kvbench.http.sse import SSEParser
 from kvbench.records import (ARRIVE, CANCEL, CHUNK, ERROR, FINISH, FIRST_TOKEN, LAST_TOKEN, REJECT, SEND, Emit,
                              Event, Request)
@@ -30,12 +31,12 @@ SPIN_NS = NS_PER_MS  # loop timers have ~1 ms resolution: sleep until this close
 ERROR_BODY_BYTES = 4096  # of a non-200 response body kept for the detail
 
 
-def _loop_factory():
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    return uvloop.new_event_loop
+try:  # imported with the module (before the run's t0), not when the run starts
+    import uvloop
+
+    LOOP_FACTORY = uvloop.new_event_loop
+except ImportError:
+    LOOP_FACTORY = asyncio.new_event_loop
 
 
 def run_salt(ctx: RunContext) -> str:
@@ -60,9 +61,9 @@ class _Stream:
 class OpenAITarget:
     def __init__(self, spec: TargetSpec, ctx: RunContext):
         prof = load_profile(spec.params, spec.source)
-        self.prof: EndpointProfile = prof if prof.model and prof.tokens_per_word > 0 else prepare(prof)
+        self.prof: EndpointProfile = prof if prof.model and prof.word_tokens > 0 else prepare(prof)
         self.ctx = ctx
-        self.prompts = PromptBuilder(run_salt(ctx) if prof.salt else "", self.prof.tokens_per_word)
+        self.prompts = PromptBuilder(run_salt(ctx) if prof.salt else "", self.prof.word_tokens)
         self._headers = {**auth_headers(self.prof), "Accept": "text/event-stream", "Accept-Encoding": "identity"}
         self._base = self._base_body()
         self._heap: list[tuple[int, int, Request]] = []
@@ -161,7 +162,7 @@ class OpenAITarget:
         if not self._heap and not self._open:
             return
         try:
-            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            with asyncio.Runner(loop_factory=LOOP_FACTORY) as runner:
                 runner.run(self._main())
         except (KeyboardInterrupt, asyncio.CancelledError):
             self._cancel_rest("interrupted")
@@ -170,8 +171,6 @@ class OpenAITarget:
             self._loop = None
 
     async def _main(self) -> None:
-        from kvbench.http.scrape import scrape_loop
-
         self._loop = asyncio.get_running_loop()
         self._session = self._new_session()
         scraper = None

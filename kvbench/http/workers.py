@@ -19,6 +19,7 @@ from typing import Iterator
 
 from kvbench.config import ConfigError
 from kvbench.eventlog import EventLog, write_manifest
+from kvbench.http.probe import prepared_spec
 from kvbench.records import Request
 from kvbench.replay import Replayer, ReplayStats
 from kvbench.run import RunOptions, _counts, manifest_for, run_id_for
@@ -62,17 +63,6 @@ def _worker(workload: Workload, spec: TargetSpec, opts: RunOptions, run_dir: Pat
         conn.close()
 
 
-def _prepared(spec: TargetSpec) -> TargetSpec:
-    """Probe the endpoint once in the parent; workers get the model name and calibration as fixed params."""
-    from kvbench.http.probe import prepare
-    from kvbench.http.profile import load_profile
-
-    import kvbench.http.target  # noqa: F401  (imported before the fork, not once per worker after t0)
-
-    prof = prepare(load_profile(spec.params, spec.source))
-    return replace(spec, params={**spec.params, "model": prof.model, "tokens_per_word": prof.tokens_per_word})
-
-
 def _collect(conns: list, procs: list) -> tuple[ReplayStats, list[str]]:
     total, errors, worst = ReplayStats(status="complete"), [], "complete"
     for k, (conn, proc) in enumerate(zip(conns, procs)):
@@ -100,12 +90,11 @@ def execute_sharded(workload: Workload, spec: TargetSpec, opts: RunOptions, work
         raise ConfigError(f"--workers shards real-endpoint runs; target {spec.name!r} is {spec.kind!r}")
     if opts.concurrency is not None and opts.concurrency < workers:
         raise ConfigError(f"--concurrency {opts.concurrency} must be >= --workers {workers}")
-    wspec = _prepared(spec)
+    wspec = prepared_spec(spec)
     run_id = run_id_for(workload, spec)
     run_dir = Path(opts.out) if opts.out else Path("reports") / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {**manifest_for(workload, spec, opts, run_id), "workers": workers,
-                "calibration": {"model": wspec.params["model"], "tokens_per_word": wspec.params["tokens_per_word"]}}
+    manifest = {**manifest_for(workload, wspec, opts, run_id), "workers": workers}
     write_manifest(run_dir, manifest)
     mp = multiprocessing.get_context("fork")
     t0 = time.monotonic_ns() + START_MARGIN_NS
