@@ -104,9 +104,9 @@ class Engine:
 
     def _cut(self, t: int) -> None:
         """End the decode run in flight at the end of the step running at time t."""
-        done = self.pricer.steps_within(self.r_B, self.r_K, t - self.r_t0)
-        if done + 1 < self.r_n:
-            self.r_n = done + 1
+        n = self.pricer.cut(self.r_B, self.r_K, t - self.r_t0, self.r_n)
+        if n < self.r_n:
+            self.r_n = n
             self.version += 1
             end = self.r_t0 + self.pricer.run_ns(self.r_B, self.r_K, self.r_n)
             self.loop.at(end, self._end, self.version)
@@ -214,6 +214,8 @@ class Engine:
             heappop(dheap)
 
     def _chunks(self, t: int) -> list[tuple[Job, int]]:
+        if not self.waiting and not self.prefilling:
+            return []
         budget = self.budget - self.B if self.chunked else self.budget
         chunks: list[tuple[Job, int]] = []
         for job in self.prefilling:

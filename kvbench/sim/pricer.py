@@ -25,6 +25,24 @@ class PlainPricer:
         """Decode steps that produce `tokens` tokens."""
         return tokens
 
+    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> int:
+        """Steps of a run of n that have started by `elapsed_ns` (the one in flight included), i.e. the smallest
+        m with run_ns(m) > elapsed. Steps only lengthen as KV grows, so elapsed // (last step) and
+        elapsed // (first step) + 1 bracket it tightly; bisect between them."""
+        step = self.cost.decode_step_ns
+        hi = elapsed_ns // step(batch, kv_tokens) + 1
+        if hi >= n:
+            return n
+        lo = elapsed_ns // step(batch, kv_tokens + batch * (n - 1))
+        run = self.run_ns
+        while hi - lo > 1:
+            mid = (lo + hi) >> 1
+            if run(batch, kv_tokens, mid) > elapsed_ns:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
 
 class SpecPricer:
     """Speculative decoding: each step drafts k tokens and verifies k+1 on the target (REFERENCE §3).
@@ -55,6 +73,9 @@ class SpecPricer:
 
     def steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
         return max(0, budget_ns) // max(1, self._step(batch, kv_tokens))
+
+    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> int:
+        return min(n, self.steps_within(batch, kv_tokens, elapsed_ns) + 1)
 
     def steps_for(self, tokens: int) -> int:
         rng, acc, steps = self.rng, self.acceptance, 0

@@ -154,23 +154,25 @@ class SimTarget:
             e.hbm.insert(hashes[:counts[0]])  # refresh the hit blocks (LRU)
         if len(use) == 1 or deepest == 0:
             return e.enqueue(job, t)
-        end = t
-        emit, rid = self.emit, job.rid
+        end, nbytes, names = t, 0, []
         for tier, c in zip(chain[1:], counts[1:]):
-            if c:
-                nbytes = c * pbt * self.kv_bytes
+            if c:  # each tier's blocks come over its own link, in parallel
                 msgs, _ = messages_for(self.model, c * pbt, e.bs, self.gran)
-                done = tier.link.start(t, nbytes, msgs)
+                end = max(end, tier.link.start(t, c * pbt * self.kv_bytes, msgs))
+                nbytes += c * pbt * self.kv_bytes
                 tier.hit_blocks += c
-                emit((t, rid, KV_XFER_START, e.name, c * pbt, None, tier.link.link.name, nbytes, f"load {tier.kind}"))
-                end = max(end, done)
+                names.append(f"{tier.kind}={c * pbt}")
+        detail = "load " + ",".join(names)
+        self.emit((t, job.rid, KV_XFER_START, e.name, cached - hbm_tok, None, chain[deepest].link.link.name, nbytes,
+                   detail))
         job.load_until_ns = end
         job.engine = e
         self.loop.at(end, self._loaded, job)
 
     def _loaded(self, t: int, job: Job) -> None:
         e = job.engine
-        self.emit((t, job.rid, KV_XFER_END, e.name, job.cached, None, job.hit_tier, None, "load"))
+        link = next(tier.link.link.name for tier in self.chains[e] if tier.kind == job.hit_tier)
+        self.emit((t, job.rid, KV_XFER_END, e.name, job.cached, None, link, None, "load"))
         e.enqueue(job, t)
 
     # ---- engine callbacks
