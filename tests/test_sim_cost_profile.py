@@ -80,3 +80,11 @@ def test_bad_profiles(tmp_path: Path, text: str, match: str) -> None:
 def test_missing_profile_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^p key 'profile': profile .*nope.csv: no such file"):
         cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "profile": str(tmp_path / "nope.csv")}, "p")
+
+
+def test_profile_verify_step(prof: ProfileCost) -> None:
+    from kvbench.sim.spec_decode import verify_step_ns
+
+    # batch 2 verifying k=3 (4 tokens each) at 2000 KV: intercept of batch 8 (6 ms, the GEMMs of 8 tokens) plus
+    # the KV slope of batch 2 (1000 - 500/7 = 928.57 ns/token) * 2000 = 1,857,142.9 -> 7,857,142 (+-1)
+    assert abs(verify_step_ns(prof, 2, 2000, 3) - 7_857_142) <= 1

@@ -5,11 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kvbench.sim import spec
 from kvbench.sim.cost import CostModel
-from kvbench.sim.spec_decode import (draft_message_ns, expected_tokens_per_step, sample_accepted, spec_step_ns,
-                                     verify_step_ns)
+from kvbench.sim.spec_decode import (draft_message_ns, expected_tokens_per_step, sample_accepted, spec_run_ns,
+                                     spec_step_ns, spec_steps_within, verify_step_ns)
 
 EAGLE3 = [0.58, 0.31, 0.16, 0.08, 0.04]  # REFERENCE §3, EAGLE-3 draft at batch 8
 
@@ -74,3 +75,21 @@ def test_speculation_lowers_time_per_token_at_small_batch() -> None:
     gain_small = plain / (spec_step_ns(target, None, None, 1, kv, k) / tokens)
     gain_big = target.decode_step_ns(big, big * kv) / (spec_step_ns(target, None, None, big, big * kv, k) / tokens)
     assert gain_big < gain_small
+
+
+TARGET = CostModel(spec.model("Llama-3-70B"), spec.gpu("H100"), tp=8)
+DRAFT = CostModel(spec.model("Llama-3.1-8B"), spec.gpu("H100"))
+NVLINK = spec.link("nvlink-h100")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 512), st.integers(0, 10**6), st.integers(1, 6), st.integers(0, 40), st.integers(1, 4),
+       st.booleans(), st.integers(0, 10**10))
+def test_spec_runs_are_exact(batch: int, kv: int, k: int, n: int, per_req: int, apart: bool, budget: int) -> None:
+    draft, link = (DRAFT, NVLINK) if apart else (None, None)
+    growth = batch * per_req  # KV grows by batch x (tokens emitted per request per step)
+    run = spec_run_ns(TARGET, draft, link, batch, kv, k, n, growth)
+    assert run == sum(spec_step_ns(TARGET, draft, link, batch, kv + growth * i, k) for i in range(n))
+    w = spec_steps_within(TARGET, draft, link, batch, kv, k, budget, growth)
+    assert spec_run_ns(TARGET, draft, link, batch, kv, k, w, growth) <= budget
+    assert spec_run_ns(TARGET, draft, link, batch, kv, k, w + 1, growth) > budget

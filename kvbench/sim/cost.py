@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kvbench.config import ConfigError
 from kvbench.sim.spec import GpuSpec, LinkSpec, ModelSpec, gpu_from, link_from, model_from
@@ -40,6 +40,7 @@ from kvbench.sim.spec import gpu as spec_gpu, link as spec_link, model as spec_m
 SHIFT = 20
 S = 1 << SHIFT  # fixed-point units per nanosecond (a power of two, so the floor is a shift)
 
+Lines = tuple[int, int, int, int, int]
 # A run of decode steps is described by `lines` = (a1, s1, a2, s2, const): step i (i = 0, 1, ...) costs
 # floor(max(a1 + s1*i, a2 + s2*i) / S) + const ns, with s2 >= s1 (line 2 wins from some step i0 on).
 
@@ -70,7 +71,7 @@ def _crossover(a1: int, s1: int, a2: int, s2: int) -> float:
     return -(-(a1 - a2) // (s2 - s1))
 
 
-def run_sum(n: int, lines: tuple[int, int, int, int, int]) -> int:
+def run_sum(n: int, lines: Lines) -> int:
     """Exact total of the first n steps of a run (see `lines` above)."""
     a1, s1, a2, s2, const = lines
     i0 = min(n, _crossover(a1, s1, a2, s2))
@@ -86,7 +87,7 @@ def _real_sum(n: float, a: float, s: float, const: float) -> float:
     return (n * a + s * n * (n - 1) / 2) / S + n * const
 
 
-def _real_run(n: int, lines: tuple[int, int, int, int, int], i0: float) -> float:
+def _real_run(n: int, lines: Lines, i0: float) -> float:
     a1, s1, a2, s2, const = lines
     if n <= i0:
         return _real_sum(n, a1, s1, const)
@@ -102,7 +103,7 @@ def solve_run(a: float, s: float, const: float, budget: float) -> float:
     return (-lin + math.sqrt(lin * lin + 4 * q * budget)) / (2 * q)
 
 
-def run_within(budget_ns: int, lines: tuple[int, int, int, int, int]) -> int:
+def run_within(budget_ns: int, lines: Lines) -> int:
     """Largest n with run_sum(n, lines) <= budget_ns, usually without one exact sum.
 
     The floor-free sum R(n) bounds the exact one: R(n) - n < run(n) <= R(n). So the largest n with R(n) <= budget
@@ -127,6 +128,39 @@ def run_within(budget_ns: int, lines: tuple[int, int, int, int, int]) -> int:
     if r0 <= hi_ok and r1 - (n + 1) > budget_ns + (budget_ns - hi_ok):
         return n
     return exact_within(lambda k: run_sum(k, lines), budget_ns, n)
+
+
+def runs_within(budget_ns: int, sets: Sequence[Lines], extra_ns: int = 0) -> int:
+    """Largest n with sum(run_sum(n, l) for l in sets) + n*extra_ns <= budget_ns (steps made of several runs,
+    e.g. a speculative step: a verify run plus k draft runs). Newton on the floor-free sum, then the same bounds
+    as run_within: R(n) - n*len(sets) < run(n) <= R(n)."""
+    i0s = [_crossover(a1, s1, a2, s2) for a1, s1, a2, s2, _ in sets]
+    const = sum(ln[4] for ln in sets) + extra_ns
+    if sum(max(ln[0], ln[2]) >> SHIFT for ln in sets) + const > budget_ns:
+        return 0
+
+    def real(n: float) -> float:
+        return sum(_real_run(n, ln, i0) for ln, i0 in zip(sets, i0s)) + n * extra_ns
+
+    def step_at(x: float) -> float:  # d real / dn: the step time at x
+        return sum(max(a1 + s1 * x, a2 + s2 * x) for a1, s1, a2, s2, _ in sets) / S + const
+
+    n = solve_run(sum(max(ln[0], ln[2]) for ln in sets), sum(ln[3] for ln in sets), const, budget_ns)
+    for _ in range(20):  # real() is convex and increasing: Newton converges fast
+        miss = real(n) - budget_ns
+        if abs(miss) < step_at(n) / 2:
+            break
+        n = max(1.0, n - miss / step_at(n))
+    n = max(1, int(n))
+    hi_ok = budget_ns - (1.0 + budget_ns * 1e-12)
+    r0, r1 = real(n), real(n + 1)
+    while r1 <= hi_ok:
+        n, r0, r1 = n + 1, r1, real(n + 2)
+    while n > 1 and r0 > hi_ok:
+        n, r1, r0 = n - 1, r0, real(n - 1)
+    if r0 <= hi_ok and r1 - (n + 1) * len(sets) > budget_ns + (budget_ns - hi_ok):
+        return n
+    return exact_within(lambda k: sum(run_sum(k, ln) for ln in sets) + k * extra_ns, budget_ns, n)
 
 
 def exact_within(run: Callable[[int], int], budget_ns: int, guess: int) -> int:
@@ -227,14 +261,18 @@ class CostModel:
         return self._step(tokens, pairs, kv_tokens_touched) if tokens > 0 else 0
 
     # --- runs of decode steps -----------------------------------------------------------------------------
-    def decode_lines(self, batch: int, kv_tokens: int) -> tuple[int, int, int, int, int]:
-        """The run starting at (batch, kv_tokens) as `lines` (see run_sum): compute and memory, KV + batch*i."""
-        w = self._cwa * batch
+    def decode_lines(self, batch: int, kv_tokens: int, q: int = 1, growth: int | None = None) -> Lines:
+        """A run of steps as `lines` (see run_sum): `batch` requests computing q tokens each (q = 1 decode,
+        q = k+1 a speculative verify step) while the KV grows by `growth` per step (default: batch)."""
+        tokens = batch * q
+        g = batch if growth is None else growth
+        w = self._cwa * tokens
         if w > self._cwt:
             w = self._cwt
-        k0, ar = kv_tokens + batch, self._ar * batch
-        ac, sc = self._ct * batch + self._cp * k0 + ar, self._cp * batch
-        am, sm = w + self._ck * k0 + ar, self._ck * batch
+        ar = self._ar * tokens
+        ac = self._ct * tokens + self._cp * (q * kv_tokens + tokens * (q + 1) // 2) + ar
+        am = w + self._ck * (kv_tokens + tokens) + ar
+        sc, sm = self._cp * q * g, self._ck * g
         return (ac, sc, am, sm, self._const) if sc <= sm else (am, sm, ac, sc, self._const)
 
     def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:

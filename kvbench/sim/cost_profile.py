@@ -18,7 +18,7 @@ import csv
 from pathlib import Path
 
 from kvbench.config import ConfigError
-from kvbench.sim.cost import SHIFT, CostModel, S, run_sum, run_within
+from kvbench.sim.cost import SHIFT, CostModel, Lines, S, run_sum, run_within
 from kvbench.units import ms_to_ns
 
 COLUMNS = ("prefill_tokens", "context_tokens", "batch", "kv_tokens", "time_ms")
@@ -120,11 +120,14 @@ class ProfileCost:
         slope = self._decode_coef(batch)[1] if batch > 0 else 0
         return self.prefill_ns(prefill_tokens + batch, prefill_context) + (slope * kv_tokens >> SHIFT)
 
-    def decode_lines(self, batch: int, kv_tokens: int) -> tuple[int, int, int, int, int]:
-        """The run as `lines` (kvbench.sim.cost.run_sum): one line, a + s*(kv_tokens + batch*i)."""
-        a, s = self._decode_coef(batch)
-        a0 = a + s * kv_tokens
-        return a0, s * batch, a0, s * batch, 0
+    def decode_lines(self, batch: int, kv_tokens: int, q: int = 1, growth: int | None = None) -> Lines:
+        """The run as `lines` (kvbench.sim.cost.run_sum): one line, a + s*(kv_tokens + growth*i). A verify step
+        of q tokens per request costs like a decode step of batch*q requests (the GEMMs) with the KV slope of
+        `batch` requests (each reads its context once)."""
+        a = self._decode_coef(batch * q)[0]
+        s = self._decode_coef(batch)[1]
+        a0, slope = a + s * kv_tokens, s * (batch if growth is None else growth)
+        return a0, slope, a0, slope, 0
 
     def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:
         if batch <= 0 or n_steps <= 0:

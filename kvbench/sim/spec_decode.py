@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from kvbench.sim.cost import CostModel
+from kvbench.sim.cost import CostModel, run_sum, runs_within
 from kvbench.sim.spec import LinkSpec
 from kvbench.sim.transfer import transfer_ns
 
@@ -37,8 +37,9 @@ def verify_step_ns(cost: CostModel, batch: int, kv_tokens: int, k: int) -> int:
 
     Each request's k+1 tokens attend to its context and causally to each other: pairs = (k+1)*K + b*(k+1)(k+2)/2;
     KV touched = K read + b*(k+1) written."""
-    q = k + 1
-    return cost.tokens_step_ns(batch * q, q * kv_tokens + batch * q * (q + 1) // 2, kv_tokens + batch * q)
+    if batch <= 0:
+        return 0
+    return run_sum(1, cost.decode_lines(batch, kv_tokens, k + 1))
 
 
 def draft_ns(draft: CostModel, batch: int, kv_tokens: int, k: int) -> int:
@@ -60,3 +61,30 @@ def spec_step_ns(target: CostModel, draft: CostModel | None, link: LinkSpec | No
     draft=None means a draft whose cost is negligible or folded into the target (MTP / EAGLE heads)."""
     d = 0 if draft is None else draft_ns(draft, batch, kv_tokens if draft_kv_tokens is None else draft_kv_tokens, k)
     return d + draft_message_ns(link, batch, k) + verify_step_ns(target, batch, kv_tokens, k)
+
+
+def _spec_sets(target: CostModel, draft: CostModel | None, batch: int, kv_tokens: int, k: int, growth: int) -> list:
+    """A speculative step as runs of lines: the (k+1)-token verify, and draft position j with its KV offset b*j."""
+    sets = [target.decode_lines(batch, kv_tokens, k + 1, growth)]
+    if draft is not None:
+        sets += [draft.decode_lines(batch, kv_tokens + batch * j, 1, growth) for j in range(k)]
+    return sets
+
+
+def spec_run_ns(target: CostModel, draft: CostModel | None, link: LinkSpec | None,
+                batch: int, kv_tokens: int, k: int, n_steps: int, growth: int) -> int:
+    """n speculative steps with the KV growing by `growth` tokens per step (e.g. batch x round(E[tokens/step])):
+    exactly the sum of spec_step_ns over the steps, in O(k log)."""
+    if batch <= 0 or n_steps <= 0:
+        return 0
+    sets = _spec_sets(target, draft, batch, kv_tokens, k, growth)
+    return sum(run_sum(n_steps, ln) for ln in sets) + n_steps * draft_message_ns(link, batch, k)
+
+
+def spec_steps_within(target: CostModel, draft: CostModel | None, link: LinkSpec | None,
+                      batch: int, kv_tokens: int, k: int, budget_ns: int, growth: int) -> int:
+    """Largest n with spec_run_ns(..., n, growth) <= budget_ns (0 if the first step does not fit)."""
+    if batch <= 0:
+        return 0
+    sets = _spec_sets(target, draft, batch, kv_tokens, k, growth)
+    return runs_within(budget_ns, sets, draft_message_ns(link, batch, k))
