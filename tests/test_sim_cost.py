@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from kvbench.config import ConfigError
 from kvbench.sim import spec
-from kvbench.sim.cost import CostModel, cost_model, floor_sum
+from kvbench.sim.cost import CostModel, cost_model
+from kvbench.sim.cost_runs import floor_sum
 
 KiB = 1024
 

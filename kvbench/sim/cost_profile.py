@@ -18,7 +18,8 @@ import csv
 from pathlib import Path
 
 from kvbench.config import ConfigError
-from kvbench.sim.cost import SHIFT, CostModel, Lines, S, run_sum, run_within
+from kvbench.sim.cost import CostModel
+from kvbench.sim.cost_runs import SHIFT, Lines, S, run_sum, run_within
 from kvbench.units import ms_to_ns
 
 COLUMNS = ("prefill_tokens", "context_tokens", "batch", "kv_tokens", "time_ms")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from kvbench.sim.cost import CostModel, run_sum, runs_within
+from kvbench.sim.cost import CostModel
+from kvbench.sim.cost_runs import run_sum, runs_within
 from kvbench.sim.spec import LinkSpec
 from kvbench.sim.transfer import transfer_ns
 

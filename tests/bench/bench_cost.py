@@ -8,7 +8,7 @@ import timeit
 
 from kvbench.sim import spec
 from kvbench.sim.cost import CostModel
-from kvbench.sim.spec_decode import sample_accepted
+from kvbench.sim.spec_decode import sample_accepted, spec_run_ns, spec_steps_within
 from kvbench.sim.transfer import SharedLink, transfer_ns
 
 REPEATS, NUMBER = 9, 20_000
@@ -36,6 +36,14 @@ def main() -> None:
     bench("decode_run_ns (DeepSeek dp-attn, batch 256, 5000 steps)", lambda: ds.decode_run_ns(256, 10**6, 5000))
     within = bench("decode_steps_within (8B, batch 64, 10 s budget)",
                    lambda: c8.decode_steps_within(64, 131_072, 10**10), number=5_000)
+    c70h = CostModel(spec.model("Llama-3-70B"), spec.gpu("H100"), tp=8)
+    nv = spec.link("nvlink-h100")
+    bench("spec_run_ns (70B + 8B draft, k=5, 1000 steps)", lambda: spec_run_ns(c70h, c8, nv, 8, 8000, 5, 1000, 16),
+          number=2_000)
+    bench("spec_steps_within (70B + 8B draft, k=5, 10 s)",
+          lambda: spec_steps_within(c70h, c8, nv, 8, 8000, 5, 10**10, 16), number=1_000)
+    bench("spec_steps_within (70B, free draft, k=5, 10 s)",
+          lambda: spec_steps_within(c70h, None, None, 8, 8000, 5, 10**10, 16), number=1_000)
     bench("transfer_ns", lambda: transfer_ns(link, 10**8, 1))
     bench("SharedLink.start", lambda: shared.start(0, 10**8, 1))
     bench("sample_accepted (5 positions, EAGLE-3 rates)", lambda: sample_accepted(rng, (0.58, 0.31, 0.16, 0.08, 0.04)))
