@@ -188,6 +188,8 @@ class Engine:
             if room > 0:
                 if room < n:
                     n = room
+                if self.hbm is not None:  # the run's KV growth takes room from cached blocks first
+                    self.hbm.fit((self.kv_total - self.kv_used - n * self.B * self.tok) // self.pbt)
                 self._start(t, self.pricer.run_ns(self.B, self.kv_dec, n), n, self.B, [], 0)
                 return
             self._preempt(t)  # KV exhausted: the latest-admitted request is recomputed later

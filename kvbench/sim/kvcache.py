@@ -45,6 +45,13 @@ class Tier:
             n += 1
         return n
 
+    def touch(self, hashes: Iterable[int]) -> None:
+        """Mark the resident ones of `hashes` most recently used (a hit); never adds a block."""
+        blocks, move = self.blocks, self.blocks.move_to_end
+        for h in hashes:
+            if h in blocks:
+                move(h)
+
     def insert(self, hashes: Iterable[int]) -> None:
         """Insert or refresh blocks as most recently used, evicting (and demoting) the least recently used."""
         blocks, move = self.blocks, self.blocks.move_to_end

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import tomllib
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
@@ -83,7 +84,7 @@ class LinkSpec:
         return self.bytes_per_s * self.efficiency
 
 
-# Per field: (type, minimum, strictly-greater-than-minimum?)
+# Per field: (type, smallest allowed value)
 _INT, _FLOAT, _STR = "int", "float", "str"
 _MODEL_RULES = {"n_layers": (_INT, 1), "hidden": (_INT, 1), "n_heads": (_INT, 1), "n_kv_heads": (_INT, 1),
                 "head_dim": (_INT, 1), "params": (_INT, 1), "active_params": (_INT, 1),
@@ -100,7 +101,7 @@ def _coerce(value: Any, kind: str, minimum: float, where: str, key: str) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: key {key!r}: expected a string, got {value!r}")
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where}: key {key!r}: expected a number >= {minimum:g}, got {value!r}")
     if value < minimum:
         what = "zero" if value == 0 else "negative" if value < 0 else "too small"

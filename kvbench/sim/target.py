@@ -15,7 +15,7 @@ import random
 from kvbench.records import (ARRIVE, CANCEL, DECODE_START, ERROR, FINISH, FIRST_TOKEN, KV_XFER_END, KV_XFER_START,
                              LAST_TOKEN, PREEMPT, PREFILL_END, REJECT, ROUTE, SEND, Request)
 from kvbench.sim.build import Links, make_engines, make_tiers, pool_costs
-from kvbench.sim.cluster import parse_cluster
+from kvbench.sim.cluster import location, parse_cluster
 from kvbench.sim.job import DONE, Job
 from kvbench.sim.kvcache import lookup
 from kvbench.sim.loop import Loop
@@ -31,6 +31,10 @@ class SimTarget:
         self.emit = None
         rng = random.Random(ctx.seed)
         self.links = Links()
+        for key, ref in (("transfer.link", cfg.transfer.link), ("transfer.intra_link", cfg.transfer.intra_link),
+                         ("reschedule.link", cfg.reschedule.link if cfg.reschedule else None)):
+            if ref is not None:  # check names now: a bad one must fail before the simulation, not mid-run
+                self.links.spec(ref, location(cfg.source, key))
         costs = pool_costs(cfg)
         first_cost = next(iter(costs.values()))
         self.model = first_cost.model
@@ -151,7 +155,7 @@ class SimTarget:
         deepest = max((i for i, c in enumerate(use) if c), default=-1)
         job.hit_tier = chain[deepest].kind if deepest >= 0 else None
         if counts[0]:
-            e.hbm.insert(hashes[:counts[0]])  # refresh the hit blocks (LRU)
+            e.hbm.touch(hashes[:total])  # a hit refreshes the blocks' LRU position
         if len(use) == 1 or deepest == 0:
             return e.enqueue(job, t)
         end, nbytes, names = t, 0, []
@@ -161,6 +165,7 @@ class SimTarget:
                 end = max(end, tier.link.start(t, c * pbt * self.kv_bytes, msgs))
                 nbytes += c * pbt * self.kv_bytes
                 tier.hit_blocks += c
+                tier.touch(hashes[:total])  # promotion leaves the lower copy, refreshed
                 names.append(f"{tier.kind}={c * pbt}")
         detail = "load " + ",".join(names)
         self.emit((t, job.rid, KV_XFER_START, e.name, cached - hbm_tok, None, chain[deepest].link.link.name, nbytes,
