@@ -193,3 +193,14 @@ def test_write_then_read_round_trip_keeps_sessions_and_reasoning(tmp_path):
     assert back[0][:10] == reqs[0][:10]
     assert back[1].arrival_ns == 2_000_000  # written as whole milliseconds (2.5 ms -> 2)
     assert p.read_text().splitlines()[1] == '{"timestamp":2,"input_length":10,"output_length":5,"hash_ids":[7]}'
+
+
+def test_unsorted_scan_across_chunks(tmp_path):
+    from kvbench.workload.mooncake import first_unsorted_line
+
+    lines = [f'{{"timestamp": {t}, "input_length": 1, "output_length": 1}}' for t in [0, 5, 5, 9, 12, 11, 20]]
+    p = _write(tmp_path, "c.jsonl", "\n".join(lines[:3]) + "\n\n" + "\n".join(lines[3:]) + "\n")
+    # Line 7 holds 11 after 12 (line 4 is blank); any chunk size must find the same line.
+    assert {first_unsorted_line(p, n) for n in (7, 30, 64, 1 << 20)} == {7}
+    q = _write(tmp_path, "s.jsonl", "\n".join(lines[:5]) + "\n")
+    assert first_unsorted_line(q, 16) is None

@@ -1,0 +1,112 @@
+"""Property tests: every reader given random or truncated input yields valid requests or raises ConfigError."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvbench.config import ConfigError
+from kvbench.records import Request
+from kvbench.workload import load, servegen
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+MOONCAKE_OK = (b'{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n'
+               b'{"timestamp": 12.5, "input_length": 10, "output_length": 0, "hash_ids": [1]}\n')
+AZURE_OK = b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n"
+LENGTHS_OK = b"num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n74,918,992,0.08\n290,905,1195,0.32\n"
+SHAREGPT_OK = (b'[{"id": "a", "conversations": [{"from": "human", "value": "hello"}, {"from": "gpt", "value": "hi!"},'
+               b' {"from": "human", "value": "more please"}]}, {"id": "b", "conversations": [{"from": "human", "value": "x"}]}]')
+
+
+def _check(path: Path) -> None:
+    """The contract: a sorted stream of valid requests with dense ids, or one-line ConfigError."""
+    try:
+        w = load.from_trace(path)
+        reqs = list(itertools.islice(w.make(), 10_000))
+    except ConfigError as e:
+        assert "\n" not in str(e)
+        return
+    assert [r.req_id for r in reqs] == list(range(len(reqs)))
+    for a, b in zip(reqs, reqs[1:]):
+        assert a.arrival_ns <= b.arrival_ns
+    for r in reqs:
+        assert isinstance(r, Request) and isinstance(r.arrival_ns, int) and r.arrival_ns >= 0
+        assert r.input_tokens >= 1 and r.output_tokens >= 0 and 0 <= r.reason_tokens <= r.output_tokens
+        assert not r.hash_ids or len(r.hash_ids) == -(-r.input_tokens // r.block_tokens)
+
+
+def _mutations(valid: bytes):
+    """Truncations, byte flips and insertions of a valid file, plus arbitrary bytes."""
+    cut = st.integers(0, len(valid)).map(lambda n: valid[:n])
+    flip = st.tuples(st.integers(0, len(valid) - 1), st.binary(min_size=1, max_size=3)).map(
+        lambda t: valid[: t[0]] + t[1] + valid[t[0] + len(t[1]):])
+    insert = st.tuples(st.integers(0, len(valid)), st.sampled_from([b"-", b"1e9", b"\"", b",", b"\n", b"\0", b"]", b"{}"])).map(
+        lambda t: valid[: t[0]] + t[1] + valid[t[0]:])
+    return st.one_of(cut, flip, insert, st.binary(max_size=200))
+
+
+def _run(tmp_path: Path, name: str, data: bytes) -> None:
+    p = tmp_path / name
+    p.write_bytes(data)
+    _check(p)
+
+
+@SETTINGS
+@given(data=_mutations(MOONCAKE_OK))
+def test_mooncake_random_inputs(tmp_path, data):
+    _run(tmp_path, "t.jsonl", data)
+
+
+@SETTINGS
+@given(data=_mutations(AZURE_OK))
+def test_azure_random_inputs(tmp_path, data):
+    _run(tmp_path, "a.csv", data)
+
+
+@SETTINGS
+@given(data=_mutations(LENGTHS_OK))
+def test_length_csv_random_inputs(tmp_path, data):
+    _run(tmp_path, "l.csv", data)
+
+
+@SETTINGS
+@given(data=_mutations(SHAREGPT_OK))
+def test_sharegpt_random_inputs(tmp_path, data):
+    _run(tmp_path, "s.json", data)
+
+
+@SETTINGS
+@given(records=st.lists(st.fixed_dictionaries({
+    "timestamp": st.one_of(st.integers(-5, 10**7), st.floats(allow_nan=True), st.text(max_size=3), st.none()),
+    "input_length": st.one_of(st.integers(-2, 5000), st.floats(), st.booleans()),
+    "output_length": st.one_of(st.integers(-2, 5000), st.just(1.0)),
+    "hash_ids": st.lists(st.one_of(st.integers(), st.text(max_size=2)), max_size=12),
+}), max_size=6))
+def test_mooncake_random_records(tmp_path, records):
+    import orjson
+
+    lines = []
+    for rec in records:
+        try:
+            lines.append(orjson.dumps(rec))
+        except TypeError:
+            lines.append(b"{}")  # integers beyond 64 bits: the file then holds an empty object
+    _run(tmp_path, "r.jsonl", b"\n".join(lines))
+
+
+@SETTINGS
+@given(text=st.one_of(st.text(max_size=60), st.builds(
+    lambda pairs, tail: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + tail,
+    st.lists(st.tuples(st.integers(-3, 99), st.floats(-1, 2)), max_size=6), st.sampled_from(["}", ",}", "", "}}"]))))
+def test_servegen_pmf_random_literals(text):
+    try:
+        pmf = servegen.parse_pmf(text, "f.json: window 0.input_tokens")
+    except ConfigError as e:
+        assert str(e).startswith("f.json: window 0.input_tokens: ")
+        return
+    if pmf is not None:
+        assert pmf.cdf[-1] == 1.0 and all(pmf.values[i] <= pmf.values[i + 1] for i in range(len(pmf.values) - 1))
