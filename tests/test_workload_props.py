@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,28 +56,12 @@ def _run(tmp_path: Path, name: str, data: bytes) -> None:
     _check(p)
 
 
+@pytest.mark.parametrize("name, valid", [("t.jsonl", MOONCAKE_OK), ("a.csv", AZURE_OK), ("l.csv", LENGTHS_OK),
+                                         ("s.json", SHAREGPT_OK)])
 @SETTINGS
-@given(data=_mutations(MOONCAKE_OK))
-def test_mooncake_random_inputs(tmp_path, data):
-    _run(tmp_path, "t.jsonl", data)
-
-
-@SETTINGS
-@given(data=_mutations(AZURE_OK))
-def test_azure_random_inputs(tmp_path, data):
-    _run(tmp_path, "a.csv", data)
-
-
-@SETTINGS
-@given(data=_mutations(LENGTHS_OK))
-def test_length_csv_random_inputs(tmp_path, data):
-    _run(tmp_path, "l.csv", data)
-
-
-@SETTINGS
-@given(data=_mutations(SHAREGPT_OK))
-def test_sharegpt_random_inputs(tmp_path, data):
-    _run(tmp_path, "s.json", data)
+@given(data=st.data())
+def test_readers_on_random_and_truncated_inputs(tmp_path, name, valid, data):
+    _run(tmp_path, name, data.draw(_mutations(valid)))
 
 
 @SETTINGS

@@ -10,12 +10,11 @@ from typing import Callable, Iterator
 
 from kvbench.config import ConfigError
 from kvbench.records import Request
-from kvbench.units import s_to_ns
 from kvbench.workload.arrivals import ArrivalSpec, arrival_times_ns, iter_arrivals_ns
 from kvbench.workload.dists import LengthSpec, sample_lengths
 from kvbench.workload.load import Workload, check_file, file_digest, shape
 from kvbench.workload.spec import WorkloadSpec
-from kvbench.workload.synth import SynthSpec, finalize
+from kvbench.workload.synth import SynthSpec, finalize, think_times_ns
 
 # Outputs for workloads whose source has none: lognormal through the Azure 2023 conversation trace's output
 # p50 129 / p99 601 tokens (SOURCES.md §2), the public record of production chat reply lengths we have.
@@ -101,8 +100,8 @@ def trace_requests(spec: WorkloadSpec, fmt: str, seed) -> Callable[[], Iterator[
         starts = arrival_times_ns(arrivals, rng, len(sessions))
         n_turns = sum(len(s) for s in sessions)
         out, reason = sample_lengths(spec.output or CHAT_OUTPUT, rng, n_turns, "output")
-        reqs = tuple(to_requests(sessions, starts, out, reason, s_to_ns(spec.sessions.think_s), spec.name,
-                                 spec.requests))
+        reqs = tuple(to_requests(sessions, starts, out, reason, think_times_ns(spec.sessions, rng, n_turns),
+                                 spec.name, spec.requests))
         return lambda: iter(reqs)
     return retimed(make, arrivals, seed) if retime else make
 

@@ -120,11 +120,11 @@ def read_sharegpt(path: str | Path) -> list[list[Turn]]:
     return sessions
 
 
-def to_requests(sessions: list[list[Turn]], starts_ns, out_tokens, out_reason, think_ns: int, name: str,
+def to_requests(sessions: list[list[Turn]], starts_ns, out_tokens, out_reason, think_ns, name: str,
                 limit: int | None = None):
-    """Sessions started at `starts_ns` (one per session, ascending); later turns follow after `think_ns`.
+    """Sessions started at `starts_ns` (one per session, ascending); turn k > 0 follows after `think_ns[k]`.
 
-    `out_tokens`/`out_reason` (one per turn, in session order) fill outputs the file does not record.
+    `out_tokens`, `out_reason`, `think_ns` (one per turn, in session order) fill what the file does not record.
     Single-turn conversations are plain requests (session -1); ids are dense in arrival order.
     """
     from kvbench.records import Request
@@ -136,7 +136,7 @@ def to_requests(sessions: list[list[Turn]], starts_ns, out_tokens, out_reason, t
         t = int(t0)
         session_id = sid if len(turns) > 1 else -1
         for turn, tr in enumerate(turns):
-            think = think_ns if turn else 0
+            think = int(think_ns[k]) if turn else 0
             t += think
             n_out = tr.output_tokens if tr.output_tokens is not None else int(out_tokens[k])
             reason = 0 if tr.output_tokens is not None else min(n_out, int(out_reason[k]))

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from typing import Iterable
 
 from kvbench.records import Request
-from kvbench.units import ns_to_s
+from kvbench.units import MOONCAKE_BLOCK_TOKENS, ns_to_s
 
 
 class _Lru:
@@ -53,42 +53,64 @@ def _pcts(values) -> dict[str, float]:
     return {"mean": float(a.mean()), "p50": float(p50), "p99": float(p99), "max": float(a.max())}
 
 
+class _Reuse:
+    """Prefix reuse of a request stream: infinite cache (seen ids) and one LRU per capacity."""
+
+    __slots__ = ("seen", "total_blocks", "hit_blocks", "hit_tokens", "lrus")
+
+    def __init__(self, lru_tokens: Iterable[int], block_tokens: int) -> None:
+        self.seen: set[int] = set()
+        self.total_blocks = self.hit_blocks = self.hit_tokens = 0
+        self.lrus = {cap: _Lru(cap // block_tokens) for cap in lru_tokens}
+
+    def add(self, r: Request) -> None:
+        ids, seen = r.hash_ids, self.seen
+        run = 0
+        for h in ids:
+            if h not in seen:
+                break
+            run += 1
+        seen.update(ids)
+        self.total_blocks += len(ids)
+        self.hit_blocks += run
+        self.hit_tokens += min(run * r.block_tokens, r.input_tokens)
+        for lru in self.lrus.values():
+            lru.access(ids)
+
+    def figures(self, input_total: int) -> dict:
+        has = self.total_blocks > 0
+        return {
+            "total_blocks": self.total_blocks if has else None,
+            "distinct_blocks": len(self.seen) if has else None,
+            "block_hit_ratio": self.hit_blocks / self.total_blocks if has else None,
+            "token_hit_ratio": self.hit_tokens / input_total if has and input_total else None,
+            "lru_block_hit_ratio": {str(cap): lru.hit / lru.total if has and lru.total else None
+                                    for cap, lru in self.lrus.items()},
+        }
+
+
 def trace_stats(requests: Iterable[Request], lru_tokens: Iterable[int] = ()) -> dict:
     """All figures of the SOURCES.md table for one request stream (hash-based ones are None without hash ids)."""
     import numpy as np
 
     arrivals, ins, outs, reasons = [], [], [], []
-    seen: set[int] = set()
-    lrus = {cap: None for cap in lru_tokens}
-    total_blocks = hit_blocks = hit_tokens = 0
     sessions: set[int] = set()
+    caps = list(lru_tokens)
+    reuse = None
     for r in requests:
-        if not arrivals:
-            lrus = {cap: _Lru(cap // r.block_tokens) for cap in lrus}
+        if reuse is None:
+            reuse = _Reuse(caps, r.block_tokens)
         arrivals.append(r.arrival_ns)
         ins.append(r.input_tokens)
         outs.append(r.output_tokens)
         reasons.append(r.reason_tokens)
         if r.session_id >= 0:
             sessions.add(r.session_id)
-        ids = r.hash_ids
-        if ids:
-            run = 0
-            for h in ids:
-                if h not in seen:
-                    break
-                run += 1
-            seen.update(ids)
-            total_blocks += len(ids)
-            hit_blocks += run
-            hit_tokens += min(run * r.block_tokens, r.input_tokens)
-            for lru in lrus.values():
-                lru.access(ids)
+        if r.hash_ids:
+            reuse.add(r)
     t = np.asarray(arrivals, dtype=np.int64)
     gaps = np.diff(t).astype(np.float64)
     duration_s = ns_to_s(int(t[-1] - t[0])) if len(t) else 0.0
-    has_ids = total_blocks > 0
-    in_total = int(np.sum(np.asarray(ins, dtype=np.int64))) if ins else 0
     return {
         "requests": len(t),
         "sessions": len(sessions),
@@ -98,12 +120,7 @@ def trace_stats(requests: Iterable[Request], lru_tokens: Iterable[int] = ()) -> 
         "input_tokens": _pcts(ins),
         "output_tokens": _pcts(outs),
         "reason_tokens_mean": float(np.mean(reasons)) if reasons else 0.0,
-        "total_blocks": total_blocks if has_ids else None,
-        "distinct_blocks": len(seen) if has_ids else None,
-        "block_hit_ratio": hit_blocks / total_blocks if has_ids else None,
-        "token_hit_ratio": hit_tokens / in_total if has_ids and in_total else None,
-        "lru_block_hit_ratio": {str(cap): (lru.hit / lru.total if has_ids and lru and lru.total else None)
-                                for cap, lru in lrus.items()},
+        **(reuse or _Reuse(caps, MOONCAKE_BLOCK_TOKENS)).figures(int(np.sum(np.asarray(ins, dtype=np.int64))) if ins else 0),
     }
 
 

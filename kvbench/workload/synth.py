@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kvbench.config import ConfigError
 from kvbench.records import Request
-from kvbench.units import MOONCAKE_BLOCK_TOKENS, s_to_ns
+from kvbench.units import MOONCAKE_BLOCK_TOKENS, NS_PER_S
 from kvbench.workload.arrivals import ArrivalSpec, arrival_times_ns
 from kvbench.workload.dists import LengthSpec, sample_pair
 
@@ -70,6 +70,14 @@ def finalize(reqs: list[Request], limit: int | None = None) -> list[Request]:
     return [r._replace(req_id=i) for i, r in enumerate(reqs)]
 
 
+def think_times_ns(ss: SessionSpec, rng, n: int):
+    """n think times (int64 ns): all `think_s`, or exponential with that mean."""
+    import numpy as np
+
+    s = np.full(n, ss.think_s) if ss.think == "fixed" else rng.exponential(ss.think_s, n)
+    return np.round(s * NS_PER_S).astype(np.int64)
+
+
 def group_weights(spec: PrefixSpec):
     import numpy as np
 
@@ -90,12 +98,12 @@ def generate(spec: SynthSpec, seed: int, name: str = "", id_base: int = 0) -> li
     turns = rng.integers(ss.turns_min, ss.turns_max, len(starts), endpoint=True)
     total = int(turns.sum())
     user_in, out, reason = sample_pair(spec.input, spec.output, rng, total)
-    think_s = np.full(total, ss.think_s) if ss.think == "fixed" else rng.exponential(ss.think_s or 1e-12, total)
+    think_ns = think_times_ns(ss, rng, total)
     pf = spec.prefix
     prefix_blocks = pf.tokens // MOONCAKE_BLOCK_TOKENS if pf.groups else 0
     use_group = rng.random(len(starts)) < pf.share
     group = rng.choice(pf.groups, size=len(starts), p=group_weights(pf)) if pf.groups else np.zeros(len(starts), int)
-    cols = (user_in.tolist(), out.tolist(), reason.tolist(), think_s.tolist())
+    cols = (user_in.tolist(), out.tolist(), reason.tolist(), think_ns.tolist())
     ids = _Ids(id_base + pf.groups * prefix_blocks)
     reqs: list[Request] = []
     k = 0
@@ -124,7 +132,7 @@ class _Ids:
 
 def _session(reqs, ids: _Ids, sid: int, t0: int, sys_tokens: int, head: tuple[int, ...], cols, ss: SessionSpec,
              name: str) -> None:
-    user_in, out, reason, think_s = cols
+    user_in, out, reason, think_ns_col = cols
     session_id = sid if ss.turns_max > 1 else -1
     prev_in = prev_out = 0
     prev_ids: tuple[int, ...] = head
@@ -137,7 +145,7 @@ def _session(reqs, ids: _Ids, sid: int, t0: int, sys_tokens: int, head: tuple[in
             return
         need = -(-n_in // MOONCAKE_BLOCK_TOKENS)
         hash_ids = prev_ids[:kept_blocks] + ids.take(need - kept_blocks)
-        think_ns = s_to_ns(think_s[turn]) if turn else 0
+        think_ns = think_ns_col[turn] if turn else 0
         t += think_ns
         reqs.append(Request(0, t, n_in, int(out[turn]), hash_ids, MOONCAKE_BLOCK_TOKENS, session_id, turn,
                             think_ns, int(reason[turn]), None, name))
