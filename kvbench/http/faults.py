@@ -31,15 +31,14 @@ def one_line(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def classify(exc: BaseException, streaming: bool) -> tuple[str, str]:
-    """(class, message) of an exception raised by one attempt; `streaming` = response headers were received."""
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(class, message) of an exception raised by one attempt."""
     if isinstance(exc, StreamFault):
         return exc.cls, str(exc)
     if isinstance(exc, (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError)):
         return "connect", one_line(str(exc))
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        what = "no bytes" if streaming else "no response"
-        return ("stall" if streaming else "timeout"), f"{what} within the read timeout ({type(exc).__name__})"
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):  # silences are the watchdog's; this is the total
+        return "timeout", f"request took longer than request_timeout_s ({type(exc).__name__})"
     if isinstance(exc, (SSEError, orjson.JSONDecodeError, UnicodeDecodeError)):
         return "protocol", one_line(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, aiohttp.ClientResponseError):

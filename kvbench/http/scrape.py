@@ -63,8 +63,16 @@ async def scrape_once(session: aiohttp.ClientSession, prof: EndpointProfile, ctx
     return len(rows)
 
 
-async def scrape_loop(session: aiohttp.ClientSession, prof: EndpointProfile, ctx: RunContext) -> None:
+async def scrape_loop(prof: EndpointProfile, ctx: RunContext) -> None:
     """Scrape at t0 + k * interval (absolute times, no drift) until cancelled; one final scrape on the way out."""
+    from kvbench.http.probe import auth_headers
+
+    timeout = aiohttp.ClientTimeout(total=max(prof.scrape_interval_s, 1.0))
+    async with aiohttp.ClientSession(headers=auth_headers(prof), timeout=timeout) as session:
+        await _scrape_every(session, prof, ctx)
+
+
+async def _scrape_every(session: aiohttp.ClientSession, prof: EndpointProfile, ctx: RunContext) -> None:
     interval_ns = s_to_ns(prof.scrape_interval_s)
     k = 0
     try:

@@ -1,9 +1,10 @@
 """OpenAITarget: open-loop streaming client for /v1/completions and /v1/chat/completions that measures right.
 
 Timing rules: a request is released at t0 + at_ns (absolute, so no drift accumulates; a coarse loop timer then
-a short spin for the last `SPIN_NS`), ARRIVE is stamped with the intended time, SEND just before the request is
-handed to the connection, and every token event with time.monotonic_ns() taken as soon as the read returns the
-chunk's bytes. One read carrying k tokens is one event with tokens = k.
+a short spin for the last `SPIN_NS`), ARRIVE is stamped with the intended time, SEND just before the request
+bytes are written to a (pooled) connection, and token events with the time.monotonic_ns() taken at the top of
+the connection's data_received (kvbench/http/conn.py). Silences longer than read_timeout_s are found by one
+watchdog task rather than a timer re-armed per chunk.
 """
 
 from __future__ import annotations
@@ -13,22 +14,21 @@ import hashlib
 import time
 from heapq import heappop, heappush
 
-import aiohttp
 import orjson
 
-from kvbench.http.faults import RETRYABLE, StreamFault, classify, classify_status, one_line
+from kvbench import __version__
+from kvbench.http.conn import Pool, request_head
+from kvbench.http.faults import RETRYABLE, classify, classify_status, one_line
 from kvbench.http.probe import auth_headers, prepare
 from kvbench.http.profile import EndpointProfile, load_profile
 from kvbench.http.prompts import PromptBuilder
 from kvbench.http.scrape import scrape_loop
-from kvbench.http.sse import SSEParser
-from kvbench.records import (ARRIVE, CANCEL, CHUNK, ERROR, FINISH, FIRST_TOKEN, LAST_TOKEN, REJECT, SEND, Emit,
-                             Event, Request)
+from kvbench.http.stream import Response, terminal
+from kvbench.records import ARRIVE, CANCEL, LAST_TOKEN, Emit, Event, Request
 from kvbench.target import RunContext, TargetSpec
 from kvbench.units import NS_PER_MS, s_to_ns
 
 SPIN_NS = NS_PER_MS  # loop timers have ~1 ms resolution: sleep until this close, then yield-poll the loop
-ERROR_BODY_BYTES = 4096  # of a non-200 response body kept for the detail
 
 
 try:  # imported with the module (before the run's t0), not when the run starts
@@ -44,27 +44,14 @@ def run_salt(ctx: RunContext) -> str:
     return hashlib.sha256(f"{ctx.run_dir.resolve()}|{ctx.t0_ns}".encode()).hexdigest()[:12]
 
 
-class _Stream:
-    """What one request has received so far (across retries no token has been received, by rule)."""
-
-    __slots__ = ("tokens", "last_ns", "usage", "finish_reason", "done", "headers")
-
-    def __init__(self) -> None:
-        self.tokens = 0
-        self.last_ns = 0
-        self.usage: dict | None = None
-        self.finish_reason: str | None = None
-        self.done = False  # [DONE] seen
-        self.headers = False  # response headers received (a timeout now is a stall)
-
-
 class OpenAITarget:
     def __init__(self, spec: TargetSpec, ctx: RunContext):
         prof = load_profile(spec.params, spec.source)
         self.prof: EndpointProfile = prof if prof.model and prof.word_tokens > 0 else prepare(prof)
         self.ctx = ctx
         self.prompts = PromptBuilder(run_salt(ctx) if prof.salt else "", self.prof.word_tokens)
-        self._headers = {**auth_headers(self.prof), "Accept": "text/event-stream", "Accept-Encoding": "identity"}
+        headers = {"User-Agent": f"kvbench/{__version__}", "Accept": "text/event-stream", **auth_headers(self.prof)}
+        self._head = request_head(self.prof.endpoint_url, headers)  # + Content-Length and the body per request
         self._base = self._base_body()
         self._heap: list[tuple[int, int, Request]] = []
         self._seq = 0
@@ -73,10 +60,11 @@ class OpenAITarget:
         self._tasks: set[asyncio.Task] = set()
         self._emit: Emit | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: Pool | None = None
         self._wake: asyncio.Future | None = None
         self._stopping = False
         self._crash: BaseException | None = None
+        self._watched: dict[asyncio.Task, Response] = {}  # attempts the read-timeout watchdog looks at
 
     def _base_body(self) -> dict:
         p = self.prof
@@ -86,6 +74,11 @@ class OpenAITarget:
         if p.ignore_eos:
             body["ignore_eos"] = True
         return {**body, **p.extra_body}
+
+    def payload(self, req: Request) -> bytes:
+        """The complete HTTP request: head, Content-Length, JSON body."""
+        body = self.body(req)
+        return b"%sContent-Length: %d\r\n\r\n%s" % (self._head, len(body), body)
 
     def body(self, req: Request) -> bytes:
         n = max(1, req.output_tokens)
@@ -172,10 +165,11 @@ class OpenAITarget:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._session = self._new_session()
-        scraper = None
-        if self.prof.scrape_interval_s > 0 and self.ctx.worker == 0:
-            scraper = self._loop.create_task(scrape_loop(self._session, self.prof, self.ctx))
+        p = self.prof
+        self._pool = Pool(p.base_url, p.max_connections, p.connect_timeout_s)
+        helpers = [self._loop.create_task(self._watchdog())]
+        if p.scrape_interval_s > 0 and self.ctx.worker == 0:
+            helpers.append(self._loop.create_task(scrape_loop(p, self.ctx)))
         try:
             await self._dispatch()
         except asyncio.CancelledError:
@@ -185,18 +179,10 @@ class OpenAITarget:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             raise
         finally:
-            if scraper is not None:
-                scraper.cancel()
-                await asyncio.gather(scraper, return_exceptions=True)
-            await self._session.close()
-
-    def _new_session(self) -> aiohttp.ClientSession:
-        p = self.prof
-        timeout = aiohttp.ClientTimeout(total=p.request_timeout_s or None, sock_connect=p.connect_timeout_s,
-                                        sock_read=p.read_timeout_s)
-        connector = aiohttp.TCPConnector(limit=p.max_connections, limit_per_host=0, ttl_dns_cache=None)
-        return aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers,
-                                     auto_decompress=False, raise_for_status=False)
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            self._pool.close()
 
     def _cancel_rest(self, why: str) -> None:
         """After the loop stopped: CANCEL every request still open, including ones submitted while cancelling."""
@@ -221,110 +207,65 @@ class OpenAITarget:
     # -- one request ------------------------------------------------------------------------------------------
 
     async def _request(self, req: Request, at_ns: int) -> None:
-        emit, rid = self._emit, req.req_id
+        emit, rid, t0, chat = self._emit, req.req_id, self.ctx.t0_ns, self.prof.api == "chat"
         emit(Event(at_ns, rid, ARRIVE, None, req.input_tokens))
-        st, notes = _Stream(), []
+        notes: list[str] = []
         try:
-            data = self.body(req)
-            emit(Event(time.monotonic_ns() - self.ctx.t0_ns, rid, SEND))
+            payload = self.payload(req)
             while True:
-                fault = await self._attempt(rid, data, st)
-                if fault is None or fault[0] not in RETRYABLE or st.tokens or len(notes) >= self.prof.retries:
+                resp = Response(emit, rid, t0, chat, self.prof.max_event_bytes, time.monotonic_ns() - t0, not notes)
+                fault = await self._attempt(payload, resp)
+                if fault is None or fault[0] not in RETRYABLE or resp.tokens or len(notes) >= self.prof.retries:
                     break
                 notes.append(f"retry {len(notes) + 1} after {fault[0]}: {fault[1]}")
-                st = _Stream()
         except asyncio.CancelledError:
-            self._terminal(Event(time.monotonic_ns() - self.ctx.t0_ns, rid, CANCEL, detail="interrupted"))
+            self._terminal(Event(time.monotonic_ns() - t0, rid, CANCEL, detail="interrupted"))
             return
         except Exception as e:  # a bug in building the request must not end the run
-            fault = ("internal", one_line(f"{type(e).__name__}: {e}"))
-        self._end(req, st, fault, notes)
+            resp, fault = Response(emit, rid, t0, chat, 1024, 0), ("internal", one_line(f"{type(e).__name__}: {e}"))
+        if resp.tokens:
+            emit(Event(resp.last_ns, rid, LAST_TOKEN, None, resp.tokens))
+        self._terminal(terminal(resp, req, fault, notes, time.monotonic_ns() - t0))
 
-    async def _attempt(self, rid: int, data: bytes, st: _Stream) -> tuple[str, str] | None:
-        """Send once and read the stream; None on success, else (class, message)."""
+    async def _attempt(self, payload: bytes, resp: Response) -> tuple[str, str] | None:
+        """Send once and read the response into `resp`; None on success, else (class, message)."""
+        task = asyncio.current_task()
+        self._watched[task] = resp
         try:
-            async with self._session.post(self.prof.endpoint_url, data=data) as resp:
-                st.headers = True
-                if resp.status != 200:
-                    return classify_status(resp.status, await resp.content.read(ERROR_BODY_BYTES))
-                await self._read(rid, resp.content, st)
+            await self._pool.request(payload, resp)
         except asyncio.CancelledError:
-            raise
+            if resp.timed_out is None:
+                raise  # an interrupt, not the watchdog
+            task.uncancel()
+            return None if resp.done else resp.timed_out
         except Exception as e:
-            if st.done:
-                return None  # everything arrived; only the connection's tail went wrong
-            return classify(e, st.headers)
-        if not st.done and st.finish_reason is None:
-            return "protocol", f"stream ended without [DONE] after {st.tokens} tokens"
+            return None if resp.done else classify(e)  # after [DONE] only the connection's tail went wrong
+        finally:
+            self._watched.pop(task, None)
+        if resp.status != 200:
+            return classify_status(resp.status, resp.err_body)
+        if not resp.done and resp.finish_reason is None:
+            return "protocol", f"stream ended without [DONE] after {resp.tokens} tokens"
         return None
 
-    async def _read(self, rid: int, content: aiohttp.StreamReader, st: _Stream) -> None:
-        emit, t0 = self._emit, self.ctx.t0_ns
-        sse = SSEParser(self.prof.max_event_bytes)
-        chat = self.prof.api == "chat"
+    async def _watchdog(self) -> None:
+        """Every ~1/8 of the read timeout: cancel attempts silent for longer than it (stall / timeout), and
+        attempts older than request_timeout_s."""
+        p = self.prof
+        silence_ns, total_ns = s_to_ns(p.read_timeout_s), s_to_ns(p.request_timeout_s)
+        period_s = min(max(p.read_timeout_s / 8, 0.005), 1.0)
         while True:
-            chunk = await content.readany()
-            now = time.monotonic_ns() - t0
-            payloads = sse.feed(chunk) if chunk else sse.close()
-            before = st.tokens
-            try:
-                for payload in payloads:
-                    if payload == b"[DONE]":
-                        st.done = True
-                    elif payload:
-                        st.tokens += _tokens_in(orjson.loads(payload), st, chat)
-            finally:  # tokens read before a fault in the same read are still measured
-                if st.tokens > before:
-                    emit(Event(now, rid, CHUNK if before else FIRST_TOKEN, None, st.tokens - before))
-                    st.last_ns = now
-            if sse.error is not None:
-                raise sse.error
-            if not chunk:
-                return
-
-    def _end(self, req: Request, st: _Stream, fault: tuple[str, str] | None, notes: list[str]) -> None:
-        now = time.monotonic_ns() - self.ctx.t0_ns
-        rid, usage = req.req_id, st.usage or {}
-        if st.tokens:
-            self._emit(Event(st.last_ns, rid, LAST_TOKEN, None, st.tokens))
-        if fault is not None:
-            kind = REJECT if fault[0] == "http_429" else ERROR
-            self._terminal(Event(now, rid, kind, detail="; ".join([f"{fault[0]}: {fault[1]}"] + notes)))
-            return
-        tokens = usage.get("completion_tokens")
-        tokens = st.tokens if not isinstance(tokens, int) else tokens
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        parts = []
-        if tokens < max(1, req.output_tokens):
-            parts.append(f"short_output: got {tokens} of {max(1, req.output_tokens)} tokens")
-        if isinstance(usage.get("prompt_tokens"), int):
-            parts.append(f"prompt_tokens={usage['prompt_tokens']}")
-        self._terminal(Event(now, rid, FINISH, None, tokens, cached if isinstance(cached, int) else None,
-                             detail="; ".join(parts + notes) or None))
-
-
-def _tokens_in(obj: object, st: _Stream, chat: bool) -> int:
-    """Tokens in one streamed JSON object: 1 per chunk with text, unless usage counts them (continuous usage)."""
-    if not isinstance(obj, dict):
-        raise StreamFault("protocol", f"data is not a JSON object: {one_line(repr(obj), 80)}")
-    if "error" in obj:
-        raise StreamFault("server_error", one_line(orjson.dumps(obj["error"]).decode()))
-    usage = obj.get("usage")
-    if usage:
-        st.usage = usage
-    choices = obj.get("choices")
-    if not choices:
-        return 0
-    c = choices[0]
-    if chat:
-        delta = c.get("delta") or {}
-        text = delta.get("content") or delta.get("reasoning_content")
-    else:
-        text = c.get("text")
-    if c.get("finish_reason"):
-        st.finish_reason = c["finish_reason"]
-    n = 1 if text else 0
-    if usage and isinstance(usage.get("completion_tokens"), int):
-        n = max(0, usage["completion_tokens"] - st.tokens)
-    return n
+            await asyncio.sleep(period_s)
+            now = time.monotonic_ns() - self.ctx.t0_ns
+            for task, resp in list(self._watched.items()):
+                if resp.timed_out is not None:
+                    continue
+                if now - resp.io_ns > silence_ns:
+                    what = "no bytes mid-stream" if resp.headers else "no response"
+                    resp.timed_out = ("stall" if resp.headers else "timeout",
+                                      f"{what} for {p.read_timeout_s:g} s (read_timeout_s)")
+                elif total_ns and now - resp.start_ns > total_ns:
+                    resp.timed_out = ("timeout", f"request took over {p.request_timeout_s:g} s (request_timeout_s)")
+                else:
+                    continue
+                task.cancel()

@@ -1,0 +1,269 @@
+"""A minimal HTTP/1.1 keep-alive client on asyncio protocols, built for streaming measurement.
+
+Why not aiohttp's client here: it hands every body read to the request's task through a StreamReader and a
+future, which costs ~2x the CPU per streamed token of parsing the bytes right inside `data_received` (measured
+in tests/bench/bench_http.py), and it stamps time only after that task switch. This client takes the arrival
+time at the top of `data_received`, de-chunks in place and passes each read's body bytes to a sink
+synchronously. It speaks exactly what OpenAI-compatible servers need: one request per connection at a time,
+Content-Length request bodies, chunked / Content-Length / until-close responses, keep-alive reuse, TLS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from kvbench.config import ConfigError
+from kvbench.http.faults import StreamFault
+
+MAX_HEAD_BYTES = 64 << 10  # response status line + headers
+MAX_LINE_BYTES = 4096  # a chunk-size or trailer line
+
+_HEAD, _SIZE, _DATA, _CRLF, _TRAILER, _LENGTH, _EOF, _DONE = range(8)
+
+
+class Sink(Protocol):
+    """Receives one response. Times are time.monotonic_ns() taken when the read returned the bytes."""
+
+    def on_send(self, now_ns: int) -> None: ...  # just before the request bytes are written
+
+    def on_head(self, status: int, now_ns: int) -> None: ...
+
+    def on_data(self, data: bytes, now_ns: int) -> None: ...  # the body bytes of one read (de-chunked)
+
+    def on_end(self, now_ns: int) -> None: ...
+
+
+class Connection(asyncio.Protocol):
+    """One TCP (or TLS) connection; `start` sends a request and resolves `fut` when its response ends."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.sink: Sink | None = None
+        self.fut: asyncio.Future | None = None
+        self.state = _DONE
+        self.buf = b""
+        self.remaining = 0
+        self.keep_alive = True
+        self.closed = False
+        self.received = 0  # body bytes of the current response
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def start(self, payload: bytes, sink: Sink, fut: asyncio.Future) -> None:
+        self.sink, self.fut, self.state, self.buf, self.received = sink, fut, _HEAD, b"", 0
+        sink.on_send(time.monotonic_ns())
+        self.transport.write(payload)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.monotonic_ns()
+        if self.sink is None:  # bytes nobody asked for: the connection is out of step, never reuse it
+            self.keep_alive = False
+            self.transport.close()
+            return
+        try:
+            body = self._feed(self.buf + data if self.buf else data, now)
+            if body:
+                self.received += len(body)
+                self.sink.on_data(body, now)
+            if self.state == _DONE:
+                self.sink.on_end(now)
+                self._finish(None)
+        except Exception as e:  # framing errors, and whatever the sink raised (bad SSE, bad JSON)
+            self.keep_alive = False
+            self._finish(e)
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.sink is None:
+            return
+        if self.state == _EOF:  # a body delimited by the close: this is its end
+            try:
+                self.sink.on_end(time.monotonic_ns())
+                self._finish(None)
+            except Exception as e:
+                self._finish(e)
+            return
+        where = "before the response" if self.state == _HEAD else f"after {self.received} body bytes"
+        why = f" ({type(exc).__name__}: {exc})" if exc else ""
+        self._finish(StreamFault("reset", f"connection closed {where}{why}"))
+
+    def _finish(self, error: Exception | None) -> None:
+        fut, self.sink, self.fut = self.fut, None, None
+        if fut is not None and not fut.done():
+            fut.set_exception(error) if error is not None else fut.set_result(None)
+
+    def _feed(self, buf: bytes, now: int) -> bytes:
+        """Advance the response state machine over `buf`; returns the body bytes found in it."""
+        out: list[bytes] = []
+        while buf and self.state != _DONE:
+            st = self.state
+            if st == _DATA or st == _LENGTH:
+                piece = buf[:self.remaining]
+                out.append(piece)
+                self.remaining -= len(piece)
+                buf = buf[len(piece):]
+                if not self.remaining:
+                    self.state = _CRLF if st == _DATA else _DONE
+            elif st == _EOF:
+                out.append(buf)
+                buf = b""
+            elif st == _HEAD:
+                rest = self._head(buf, now)
+                if rest is None:
+                    break
+                buf = rest
+            elif st == _CRLF:
+                if len(buf) < 2:
+                    break
+                if buf[:2] != b"\r\n":
+                    raise StreamFault("protocol", "chunk not followed by CRLF")
+                buf, self.state = buf[2:], _SIZE
+            else:
+                rest = self._line(buf)
+                if rest is None:
+                    break
+                buf = rest
+        self.buf = buf if self.state != _DONE else b""
+        if self.state == _DONE and buf:
+            self.keep_alive = False  # more bytes than the response: do not trust this connection again
+        return b"".join(out) if len(out) != 1 else out[0]
+
+    def _line(self, buf: bytes) -> bytes | None:
+        """A chunk-size line (_SIZE) or a trailer line (_TRAILER); returns what follows it (None: incomplete)."""
+        i = buf.find(b"\r\n")
+        if i < 0:
+            if len(buf) > MAX_LINE_BYTES:
+                raise StreamFault("protocol", "chunk-size line too long")
+            return None
+        line, rest = buf[:i], buf[i + 2:]
+        if self.state == _TRAILER:
+            if not line:
+                self.state = _DONE
+            return rest
+        try:
+            size = int(line.split(b";", 1)[0], 16)
+        except ValueError:
+            raise StreamFault("protocol", f"bad chunk size {line[:40]!r}") from None
+        self.remaining = size
+        self.state = _DATA if size else _TRAILER
+        return rest
+
+    def _head(self, buf: bytes, now: int) -> bytes | None:
+        """Status line and headers; returns what follows them (None: incomplete)."""
+        i = buf.find(b"\r\n\r\n")
+        if i < 0:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise StreamFault("protocol", "response headers larger than 64 KiB")
+            return None
+        lines = buf[:i].split(b"\r\n")
+        parts = lines[0].split(b" ", 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise StreamFault("protocol", f"bad HTTP status line {lines[0][:60]!r}")
+        status = int(parts[1])
+        if 100 <= status < 200:
+            return buf[i + 4:]  # an interim response (100 Continue): the real one follows
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip().lower()
+        conn = headers.get(b"connection", b"")
+        self.keep_alive = b"close" not in conn and (parts[0] == b"HTTP/1.1" or b"keep-alive" in conn)
+        if b"chunked" in headers.get(b"transfer-encoding", b""):
+            self.state = _SIZE
+        elif b"content-length" in headers:
+            try:
+                self.remaining = int(headers[b"content-length"])
+            except ValueError:
+                raise StreamFault("protocol", "bad Content-Length") from None
+            self.state = _LENGTH if self.remaining else _DONE
+        else:
+            self.state, self.keep_alive = _EOF, False
+        self.sink.on_head(status, now)
+        return buf[i + 4:]
+
+
+def request_head(url: str, headers: dict[str, str]) -> bytes:
+    """`POST path HTTP/1.1`, Host and `headers`, up to (not including) Content-Length and the blank line."""
+    u = urlsplit(url)
+    path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+    lines = [f"POST {path} HTTP/1.1", f"Host: {u.netloc.rpartition('@')[2]}"]
+    merged = {"content-type": ("Content-Type", "application/json")}
+    for name, value in headers.items():
+        if any(c in f"{name}{value}" for c in "\r\n") or not name or ":" in name:
+            raise ConfigError(f"header {name!r}: names and values must be single-line (and names without ':')")
+        merged[name.lower()] = (name, value)
+    lines += [f"{name}: {value}" for name, value in merged.values()]
+    return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+
+class Pool:
+    """Keep-alive connections to one origin; `limit` > 0 caps how many exist at once (0 = no cap)."""
+
+    def __init__(self, url: str, limit: int, connect_timeout_s: float):
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ConfigError(f"base_url {url!r}: expected http(s)://HOST[:PORT]/PATH")
+        self.host, self.tls = u.hostname, u.scheme == "https"
+        self.port = u.port or (443 if self.tls else 80)
+        self.connect_timeout_s = connect_timeout_s
+        self.idle: list[Connection] = []
+        self.sem = asyncio.Semaphore(limit) if limit else None
+        self.ssl = ssl.create_default_context() if self.tls else None
+
+    def authority(self) -> str:
+        default = 443 if self.tls else 80
+        return self.host if self.port == default else f"{self.host}:{self.port}"
+
+    async def _connect(self) -> Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(Connection, self.host, self.port, ssl=self.ssl,
+                                       server_hostname=self.host if self.tls else None),
+                self.connect_timeout_s)
+        except asyncio.TimeoutError:
+            raise StreamFault("connect", f"{self.authority()}: no connection within {self.connect_timeout_s:g} s") \
+                from None
+        except OSError as e:
+            raise StreamFault("connect", f"{self.authority()}: {e.strerror or e}") from None
+        return conn
+
+    async def request(self, payload: bytes, sink: Sink) -> None:
+        """Send `payload` (a complete HTTP request) and feed the response to `sink`; raises on failure."""
+        if self.sem is None:
+            return await self._request(payload, sink)
+        async with self.sem:
+            return await self._request(payload, sink)
+
+    async def _request(self, payload: bytes, sink: Sink) -> None:
+        conn = None
+        while self.idle:
+            c = self.idle.pop()
+            if not c.closed and not c.transport.is_closing():
+                conn = c
+                break
+        if conn is None:
+            conn = await self._connect()
+        fut = asyncio.get_running_loop().create_future()
+        conn.start(payload, sink, fut)
+        try:
+            await fut
+        except BaseException:
+            conn.sink = None
+            conn.transport.abort()
+            raise
+        if conn.keep_alive and not conn.closed:
+            self.idle.append(conn)
+        else:
+            conn.transport.close()
+
+    def close(self) -> None:
+        for c in self.idle:
+            c.transport.close()
+        self.idle.clear()

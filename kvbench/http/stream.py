@@ -1,0 +1,112 @@
+"""One streamed response: HTTP body bytes -> SSE events -> token events, and the request's terminal event."""
+
+from __future__ import annotations
+
+import orjson
+
+from kvbench.http.faults import StreamFault, one_line
+from kvbench.http.sse import SSEParser
+from kvbench.records import CHUNK, ERROR, FINISH, FIRST_TOKEN, REJECT, SEND, Emit, Event, Request
+
+ERROR_BODY_BYTES = 4096  # of a non-200 response body, kept for the detail
+
+
+class Response:
+    """The sink of one attempt (see conn.Sink). One read carrying k tokens is one event with tokens = k, stamped
+    with the time the read returned; the watchdog reads `io_ns` and sets `timed_out` before cancelling."""
+
+    __slots__ = ("emit", "rid", "t0_ns", "chat", "sse", "status", "err_body", "tokens", "last_ns", "usage",
+                 "finish_reason", "done", "headers", "start_ns", "io_ns", "timed_out", "send_event")
+
+    def __init__(self, emit: Emit, rid: int, t0_ns: int, chat: bool, max_event_bytes: int, now: int,
+                 send_event: bool = True):
+        self.emit, self.rid, self.t0_ns, self.chat, self.send_event = emit, rid, t0_ns, chat, send_event
+        self.sse = SSEParser(max_event_bytes)
+        self.status = 0
+        self.err_body = b""
+        self.tokens = 0
+        self.last_ns = 0
+        self.usage: dict | None = None
+        self.finish_reason: str | None = None
+        self.done = False  # [DONE] seen
+        self.headers = False  # response headers received (a silence now is a stall, not a timeout)
+        self.start_ns = self.io_ns = now  # t_ns of the send; of the last bytes moved
+        self.timed_out: tuple[str, str] | None = None
+
+    def on_send(self, now_ns: int) -> None:
+        """The request bytes are being written (after any connect): SEND, on the first attempt only."""
+        self.start_ns = self.io_ns = now_ns - self.t0_ns
+        if self.send_event:
+            self.emit(Event(self.start_ns, self.rid, SEND))
+
+    def on_head(self, status: int, now_ns: int) -> None:
+        self.status, self.headers, self.io_ns = status, True, now_ns - self.t0_ns
+
+    def on_data(self, data: bytes, now_ns: int) -> None:
+        now = self.io_ns = now_ns - self.t0_ns
+        if self.status != 200:
+            self.err_body += data[:ERROR_BODY_BYTES - len(self.err_body)]
+        else:
+            self._take(self.sse.feed(data), now)
+
+    def on_end(self, now_ns: int) -> None:
+        if self.status == 200:
+            self._take(self.sse.close(), now_ns - self.t0_ns)
+
+    def _take(self, payloads: list[bytes], now: int) -> None:
+        before = self.tokens
+        try:
+            for payload in payloads:
+                if payload == b"[DONE]":
+                    self.done = True
+                elif payload:
+                    self.tokens += self._tokens_in(orjson.loads(payload))
+        finally:  # tokens read before a fault in the same read are still measured
+            if self.tokens > before:
+                self.emit(Event(now, self.rid, CHUNK if before else FIRST_TOKEN, None, self.tokens - before))
+                self.last_ns = now
+        if self.sse.error is not None:
+            raise self.sse.error
+
+    def _tokens_in(self, obj: object) -> int:
+        """1 per chunk with text, unless the chunk's usage counts them (vLLM continuous usage stats)."""
+        if not isinstance(obj, dict):
+            raise StreamFault("protocol", f"data is not a JSON object: {one_line(repr(obj), 80)}")
+        if "error" in obj:
+            raise StreamFault("server_error", one_line(orjson.dumps(obj["error"]).decode()))
+        usage = obj.get("usage")
+        if usage:
+            self.usage = usage
+        choices = obj.get("choices")
+        if not choices:
+            return 0
+        c = choices[0]
+        if self.chat:
+            delta = c.get("delta") or {}
+            text = delta.get("content") or delta.get("reasoning_content")
+        else:
+            text = c.get("text")
+        if c.get("finish_reason"):
+            self.finish_reason = c["finish_reason"]
+        if usage and isinstance(usage.get("completion_tokens"), int):
+            return max(0, usage["completion_tokens"] - self.tokens)
+        return 1 if text else 0
+
+
+def terminal(resp: Response, req: Request, fault: tuple[str, str] | None, notes: list[str], now: int) -> Event:
+    """FINISH (tokens = usage's completion tokens, else counted; detail: short_output, prompt_tokens=N, retries)
+    or ERROR / REJECT (HTTP 429) with detail "<class>: <message>[; retry notes]"."""
+    if fault is not None:
+        kind = REJECT if fault[0] == "http_429" else ERROR
+        return Event(now, req.req_id, kind, detail="; ".join([f"{fault[0]}: {fault[1]}"] + notes))
+    usage = resp.usage or {}
+    tokens = usage.get("completion_tokens")
+    tokens = tokens if isinstance(tokens, int) else resp.tokens
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    asked = max(1, req.output_tokens)
+    parts = [f"short_output: got {tokens} of {asked} tokens"] if tokens < asked else []
+    if isinstance(usage.get("prompt_tokens"), int):
+        parts.append(f"prompt_tokens={usage['prompt_tokens']}")
+    return Event(now, req.req_id, FINISH, None, tokens, cached if isinstance(cached, int) else None,
+                 detail="; ".join(parts + notes) or None)
