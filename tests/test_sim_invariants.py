@@ -35,6 +35,8 @@ PROFILES = {
     "kv_router": _tiny(pd(2, 2, router={"name": "kv_router", "temperature": 0.5},
                           tiers={"dram": {"capacity_tokens": 8_000, "link": "pcie5"}})),
     "star": _tiny(pd(1, 3, reschedule={"interval_ms": 20.0, "predictor_error": 0.5, "link": "nvlink-h100"})),
+    "longctx": _tiny(pd(3, 2, long_context={"threshold_tokens": 1500, "instances": 2, "mode": "context_parallel"},
+                        tiers={"dram": {"capacity_tokens": 8_000, "link": "pcie5"}})),
     "spec": _tiny(colocated(1, spec_decode={"k": 3, "acceptance": [0.8, 0.6, 0.4]})),
     "cpd": _tiny({"kind": "sim", "model": "Llama-3.1-8B", "router": "cpd",
                   "pools": {"a": {"role": "pre_prefill", "instances": 1, "gpu": "H100"},
@@ -77,7 +79,7 @@ def run_checked(params: dict, reqs: list[Request], seed: int = 0) -> list[Event]
     return events
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.sampled_from(sorted(PROFILES)), st.lists(request_st, min_size=1, max_size=25), st.integers(0, 3))
 def test_every_request_ends_once_in_time_order_within_capacity(profile, raw, seed):
     reqs = _requests(raw)

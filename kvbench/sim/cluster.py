@@ -287,7 +287,9 @@ def _long_context(r: _Reader, data: dict, pools: tuple[PoolCfg, ...]) -> LongCon
         return None
     sec = "long_context"
     t = r.table(data, sec, ("threshold_tokens", "instances", "mode"), sec)
-    first = next(p for p in pools if p.role in ("colocated", "prefill"))
+    first = next((p for p in pools if p.role == "prefill"), None)
+    if first is None:
+        raise r.fail(sec, "splitting long prefills needs a prefill pool (pd or cpd layout)")
     n = r.num(t, "instances", 2, sec, 2, first.instances, integer=True)
     return LongContextCfg(r.tokens(t, "threshold_tokens", sec) if "threshold_tokens" in t else 131_072, n,
                           r.choice(t, "mode", "pipeline", LONG_CONTEXT_MODES, sec))

@@ -229,7 +229,7 @@ class Engine:
         waiting, running, emit = self.waiting, self.running, self.sim.emit
         while waiting and budget > 0 and len(running) < self.cap:
             job = waiting[0]
-            need = job.ctx + job.prefill_left
+            need = job.ctx + job.prefill_left - job.base
             if not self.chunked and chunks and job.prefill_left > budget:
                 break
             if not self._fits(need + self.watermark + self.B * self.tok):

@@ -13,7 +13,7 @@ class Job:
 
     __slots__ = ("req", "rid", "n_in", "n_out", "state", "engine", "decode", "prefill_left", "ctx", "cached",
                  "hit_tier", "kv", "join_step", "end_step", "seq", "first_ns", "preempts", "load_until_ns",
-                 "steps_left", "parts")
+                 "steps_left", "parts", "parent", "base", "pending")
 
     def __init__(self, req: Request):
         self.req = req
@@ -35,4 +35,7 @@ class Job:
         self.preempts = 0
         self.load_until_ns = 0  # a cached prefix being loaded from a lower tier lands at this time
         self.steps_left = 0  # decode steps still to run (set when leaving a batch: preemption, migration)
-        self.parts = 0  # long-context split: prefill parts still running on other instances
+        self.parts: list[Job] = []  # long-context split: the part jobs computing this prompt on several engines
+        self.parent: Job | None = None  # set on a part job: the request it computes a slice of
+        self.base = 0  # context tokens whose KV lives on other engines (a part's offset): not reserved here
+        self.pending = 0  # parts still computing

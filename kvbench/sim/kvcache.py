@@ -55,12 +55,13 @@ class Tier:
     def insert(self, hashes: Iterable[int]) -> None:
         """Insert or refresh blocks as most recently used, evicting (and demoting) the least recently used."""
         blocks, move = self.blocks, self.blocks.move_to_end
+        n = len(blocks)
         for h in hashes:
             if h in blocks:
                 move(h)
             else:
                 blocks[h] = None
-                self.inserted += 1
+        self.inserted += len(blocks) - n
         if len(blocks) > self.capacity_blocks:
             self.fit(self.capacity_blocks)
 
@@ -71,10 +72,12 @@ class Tier:
         if excess <= 0:
             return
         pop = blocks.popitem
-        out = [pop(last=False)[0] for _ in range(excess)]
         self.evicted += excess
-        if self.below is not None:
-            self.below.insert(out)
+        if self.below is None:
+            for _ in range(excess):
+                pop(False)
+        else:
+            self.below.insert([pop(False)[0] for _ in range(excess)])
 
 
 def lookup(hashes: Sequence[int], chain: Sequence[Tier]) -> list[int]:

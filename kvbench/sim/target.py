@@ -18,6 +18,7 @@ from kvbench.sim.build import Links, make_engines, make_tiers, pool_costs
 from kvbench.sim.cluster import location, parse_cluster
 from kvbench.sim.job import DONE, Job
 from kvbench.sim.kvcache import lookup
+from kvbench.sim.longctx import LongContext
 from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState
 from kvbench.sim.transfer import Granularity, exposed_ns, messages_for, transfer_ns
@@ -59,6 +60,7 @@ class SimTarget:
                                                                      for tc in cfg.tiers)]
         self.live: dict[int, Job | None] = {}  # submitted, not ended: rid -> Job (None until it arrives)
         self.resched = None
+        self.longctx = LongContext(self, cfg.long_context) if cfg.long_context else None
         if cfg.reschedule is not None and len(self.decode) > 1:
             from kvbench.sim.star import Rescheduler
 
@@ -120,7 +122,8 @@ class SimTarget:
             return self._end(t, job, REJECT, detail=f"slo: {self.router.reason}")
         first, dec = choice
         need = job.n_in + job.n_out
-        if job.n_in > first.kv_total or need > (dec or first).kv_total:
+        split = self.longctx is not None and self.longctx.applies(job, first)
+        if (not split and job.n_in > first.kv_total) or need > (dec or first).kv_total:
             where = dec or first
             return self._end(t, job, ERROR, detail=f"context_too_long: {need} tokens exceed the KV capacity "
                                                    f"of {where.name} ({where.kv_total} tokens)")
@@ -128,6 +131,8 @@ class SimTarget:
         self.emit((t, job.rid, ROUTE, first.name, None, None, None, None, dec.name if dec else None))
         if self.resched is not None:
             self.resched.wake(t)
+        if split:
+            return self.longctx.split(t, job, first)
         if self.cfg.prefix_caching and job.req.hash_ids and first.hbm is not None:
             self._prefix(t, job, first)
         else:
@@ -182,6 +187,8 @@ class SimTarget:
 
     # ---- engine callbacks
     def prefill_done(self, e, job: Job, t: int) -> None:
+        if job.parent is not None:
+            return self.longctx.part_done(e, job, t)
         emit, rid = self.emit, job.rid
         emit((t, rid, PREFILL_END, e.name, job.n_in - job.cached, job.cached, None, None,
               "recompute" if job.first_ns >= 0 else None))
@@ -209,6 +216,8 @@ class SimTarget:
 
     def incoming_ready(self, dec, job: Job, t: int) -> None:
         """A decode engine found KV room for a waiting hand-off: its transfer starts now (no overlap left)."""
+        if job.parts:
+            return self.longctx.transfer(t, job)
         self._transfer(t, job, job.engine, dec, overlap=False)
 
     def _transfer(self, t: int, job: Job, src, dst, overlap: bool) -> None:
@@ -231,10 +240,14 @@ class SimTarget:
         self.loop.at(end, self._landed, job)
 
     def _landed(self, t: int, job: Job) -> None:
-        src, dec = job.engine, job.decode
+        self.emit((t, job.rid, KV_XFER_END, job.decode.name, job.ctx, None, None, job.ctx * self.kv_bytes, None))
+        job.engine.release(job, t)
+        self.decode_landed(t, job)
+
+    def decode_landed(self, t: int, job: Job) -> None:
+        """The prompt's KV is on the decode engine: first token, then decode there."""
+        dec = job.decode
         emit, rid = self.emit, job.rid
-        emit((t, rid, KV_XFER_END, dec.name, job.ctx, None, None, job.ctx * self.kv_bytes, None))
-        src.release(job, t)
         job.engine = dec
         self._first_token(t, job, dec)
         if job.n_out == 1:
