@@ -50,6 +50,7 @@ def test_lookup_is_case_insensitive_and_unknown_names_list_the_known() -> None:
     (spec.gpu_from, {**GPU, "step_overhead_ns": -5}, r"^w: key 'step_overhead_ns' = -5 is negative"),
     (spec.gpu_from, {**GPU, "flops_per_s": "fast"}, r"^w: key 'flops_per_s': expected a number >= 1, got 'fast'"),
     (spec.link_from, {**LINK, "bytes_per_s": 0}, r"^w: key 'bytes_per_s' = 0 is zero"),
+    (spec.link_from, {**LINK, "bytes_per_s": float("nan")}, r"^w: key 'bytes_per_s': expected a number >= 1, got nan"),
     (spec.link_from, {**LINK, "outstanding": 0}, r"^w: key 'outstanding' = 0 is zero"),
     (spec.link_from, {**LINK, "beta": 1}, r"^w: unknown key 'beta'; allowed: alpha_ns, bytes_per_s"),
 ])
