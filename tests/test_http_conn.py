@@ -1,0 +1,159 @@
+"""The HTTP/1.1 client: response framing under any split, keep-alive reuse on real sockets, header safety."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvbench.config import ConfigError
+from kvbench.http.conn import Connection, Pool, request_head
+from kvbench.http.faults import StreamFault
+
+BODY = b'data: {"choices":[{"text":" a"}]}\n\n' * 3 + b"data: [DONE]\n\n"
+
+
+def chunked(body: bytes, sizes: tuple[int, ...] = (7, 30, 1)) -> bytes:
+    out, i, k = b"", 0, 0
+    while i < len(body):
+        n = sizes[k % len(sizes)]
+        out += b"%x;ext=1\r\n%s\r\n" % (len(body[i:i + n]), body[i:i + n])
+        i, k = i + n, k + 1
+    return out + b"0\r\nX-Trailer: t\r\n\r\n"
+
+
+CHUNKED = (b"HTTP/1.1 100 Continue\r\n\r\n" + b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+           b"Transfer-Encoding: chunked\r\n\r\n" + chunked(BODY))
+
+
+class Recorder:
+    """A sink that keeps what it was given."""
+
+    def __init__(self):
+        self.status, self.data, self.ends, self.sent = None, b"", 0, 0
+
+    def on_send(self, now_ns):
+        self.sent += 1
+
+    def on_head(self, status, now_ns):
+        self.status = status
+
+    def on_data(self, data, now_ns):
+        self.data += data
+
+    def on_end(self, now_ns):
+        self.ends += 1
+
+
+class Wire:
+    """The transport side the connection writes to (bytes kept, close/abort noted)."""
+
+    def __init__(self):
+        self.written, self.closed = b"", False
+
+    def write(self, data):
+        self.written += data
+
+    def close(self):
+        self.closed = True
+
+    abort = close
+
+    def is_closing(self):
+        return self.closed
+
+
+def feed(response: bytes, cuts: list[int]) -> tuple[Connection, Recorder, asyncio.Future]:
+    loop = asyncio.new_event_loop()
+    try:
+        conn, sink, fut = Connection(), Recorder(), loop.create_future()
+        conn.connection_made(Wire())
+        conn.start(b"POST / HTTP/1.1\r\n\r\n", sink, fut)
+        last = 0
+        for c in sorted(set(cuts)) + [len(response)]:
+            if c > last:
+                conn.data_received(response[last:c])
+            last = c
+        return conn, sink, fut
+    finally:
+        loop.close()
+
+
+def test_chunked_response_with_interim_100_and_trailer():
+    conn, sink, fut = feed(CHUNKED, [])
+    assert (sink.status, sink.data, sink.ends, sink.sent) == (200, BODY, 1, 1)
+    assert fut.done() and fut.exception() is None and conn.keep_alive
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(CHUNKED)), max_size=15))
+def test_any_split_gives_the_same_body(cuts):
+    _, sink, fut = feed(CHUNKED, cuts)
+    assert (sink.data, sink.ends) == (BODY, 1) and fut.exception() is None
+
+
+def test_content_length_body_and_connection_close():
+    resp = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy!"
+    conn, sink, fut = feed(resp, [3, 40])
+    assert (sink.status, sink.data, sink.ends) == (503, b"busy!", 1)
+    assert fut.exception() is None and not conn.keep_alive
+
+
+def test_body_until_close_ends_at_connection_lost():
+    conn, sink, fut = feed(b"HTTP/1.0 200 OK\r\n\r\ndata: x\n\n", [])
+    assert not fut.done()
+    conn.connection_lost(None)
+    assert (sink.data, sink.ends, fut.exception()) == (b"data: x\n\n", 1, None)
+
+
+def test_close_mid_chunk_is_a_reset_and_bad_framing_is_protocol():
+    conn, sink, fut = feed(CHUNKED[:150], [])
+    conn.connection_lost(ConnectionResetError("peer"))
+    err = fut.exception()
+    assert isinstance(err, StreamFault) and err.cls == "reset" and "body bytes" in str(err)
+    _, _, fut = feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", [])
+    assert fut.exception().cls == "protocol" and "bad chunk size" in str(fut.exception())
+    _, _, fut = feed(b"SPAM 200\r\n\r\n", [])
+    assert fut.exception().cls == "protocol" and "status line" in str(fut.exception())
+
+
+def test_request_head_and_header_injection():
+    head = request_head("http://h:81/v1/completions?x=1", {"Authorization": "Bearer k", "content-type": "a/b"})
+    assert head == (b"POST /v1/completions?x=1 HTTP/1.1\r\nHost: h:81\r\ncontent-type: a/b\r\n"
+                    b"Authorization: Bearer k\r\n")
+    with pytest.raises(ConfigError, match="single-line"):
+        request_head("http://h/v1", {"X-A": "v\r\nX-Evil: 1"})
+
+
+async def _serve_and_request(close: bool, n: int) -> tuple[int, list[bytes]]:
+    """A raw server on 127.0.0.1 answering each request with a 3-byte body; returns connections used, bodies."""
+    conns = []
+
+    async def handle(reader, writer):
+        conns.append(writer)
+        while await reader.readuntil(b"\r\n\r\n"):
+            extra = b"Connection: close\r\n" if close else b""
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n" + extra + b"\r\nabc")
+            await writer.drain()
+            if close:
+                writer.close()
+                return
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool, bodies = Pool(f"http://127.0.0.1:{port}/v1", 0, 5.0), []
+    for _ in range(n):
+        sink = Recorder()
+        await pool.request(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", sink)
+        bodies.append(sink.data)
+    pool.close()
+    server.close()
+    return len(conns), bodies
+
+
+def test_keep_alive_reuses_one_connection_and_close_does_not():
+    # 4 sequential requests: one connection when the server keeps it alive, 4 when it says close
+    assert asyncio.run(_serve_and_request(False, 4)) == (1, [b"abc"] * 4)
+    assert asyncio.run(_serve_and_request(True, 4)) == (4, [b"abc"] * 4)
