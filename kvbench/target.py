@@ -73,7 +73,7 @@ def _fixed(spec: TargetSpec, ctx: RunContext) -> Target:
 
 TARGETS: dict[str, Callable[[TargetSpec, RunContext], Target]] = {"sim": _sim, "openai": _openai, "fixed": _fixed}
 REALTIME_KINDS = frozenset({"openai"})  # targets whose t_ns is wall-clock (flush the log every ~second)
-DEFAULT_SIM_PRESET = "colocated-8"
+DEFAULT_SIM_PRESET = "pd-2p2d"
 
 
 def adapter_dirs() -> list[Path]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 from kvbench.sim.cost import CostModel
-from kvbench.sim.spec_decode import expected_tokens_per_step, sample_accepted, spec_step_ns
+from kvbench.sim.spec_decode import (expected_tokens_per_step, sample_accepted, spec_run_ns, spec_step_ns,
+                                      spec_steps_within)
 
 
 class PlainPricer:
@@ -49,7 +50,7 @@ class SpecPricer:
 
     Tokens per step are sampled per request per step (seeded), so a request's step count is drawn when it
     starts decoding; the batch's KV is taken to grow by round(E[tokens per step]) per request per step.
-    A run of n steps is priced as n steps at the run's mid-point KV (no closed form for the verify step).
+    A run of n steps is priced exactly (spec_run_ns: the sum of the single speculative steps).
     """
 
     __slots__ = ("cost", "draft", "link", "k", "acceptance", "rng", "kv_per_step", "tokens_per_step")
@@ -69,10 +70,11 @@ class SpecPricer:
         return spec_step_ns(self.cost, self.draft, self.link, batch, kv_tokens, self.k)
 
     def run_ns(self, batch: int, kv_tokens: int, n: int) -> int:
-        return n * self._step(batch, kv_tokens + batch * self.kv_per_step * n // 2)
+        return spec_run_ns(self.cost, self.draft, self.link, batch, kv_tokens, self.k, n, batch * self.kv_per_step)
 
     def steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
-        return max(0, budget_ns) // max(1, self._step(batch, kv_tokens))
+        return spec_steps_within(self.cost, self.draft, self.link, batch, kv_tokens, self.k, budget_ns,
+                                 batch * self.kv_per_step)
 
     def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> int:
         return min(n, self.steps_within(batch, kv_tokens, elapsed_ns) + 1)
