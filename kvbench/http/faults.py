@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
 import orjson
 
 from kvbench.http.sse import SSEError
@@ -35,15 +34,11 @@ def classify(exc: BaseException) -> tuple[str, str]:
     """(class, message) of an exception raised by one attempt."""
     if isinstance(exc, StreamFault):
         return exc.cls, str(exc)
-    if isinstance(exc, (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError)):
-        return "connect", one_line(str(exc))
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):  # silences are the watchdog's; this is the total
         return "timeout", f"request took longer than request_timeout_s ({type(exc).__name__})"
     if isinstance(exc, (SSEError, orjson.JSONDecodeError, UnicodeDecodeError)):
         return "protocol", one_line(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return "protocol", one_line(f"bad HTTP response: {exc.message}")
-    if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)):
+    if isinstance(exc, OSError):  # ConnectionResetError, BrokenPipeError, ... while writing or reading
         return "reset", one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
     return "internal", one_line(f"{type(exc).__name__}: {exc}")
 

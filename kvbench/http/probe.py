@@ -98,7 +98,7 @@ def prepared_spec(spec: TargetSpec) -> TargetSpec:
     not counted as client lag, and workers inherit one calibration). Also imports the target's modules."""
     from kvbench.http.profile import load_profile
 
-    import kvbench.http.target  # noqa: F401  (aiohttp & co. take ~0.2 s to import: not inside the timed run)
+    import kvbench.http.target  # noqa: F401  (uvloop & co. take ~0.2 s to import: not inside the timed run)
 
     prof = prepare(load_profile(spec.params, spec.source))
     return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from kvbench.http.profile import EndpointProfile
 from kvbench.target import RunContext
 from kvbench.units import s_to_ns
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 def parse_prometheus(text: str, prefixes: tuple[str, ...] = ()) -> list[tuple[str, str, float]]:
@@ -48,8 +50,10 @@ def parse_prometheus(text: str, prefixes: tuple[str, ...] = ()) -> list[tuple[st
     return out
 
 
-async def scrape_once(session: aiohttp.ClientSession, prof: EndpointProfile, ctx: RunContext) -> int:
+async def scrape_once(session: "aiohttp.ClientSession", prof: EndpointProfile, ctx: RunContext) -> int:
     """Fetch and store one scrape; returns the rows written (0 on any failure)."""
+    import aiohttp
+
     try:
         async with session.get(prof.root_url + prof.metrics_path) as resp:
             if resp.status != 200:
@@ -65,6 +69,8 @@ async def scrape_once(session: aiohttp.ClientSession, prof: EndpointProfile, ctx
 
 async def scrape_loop(prof: EndpointProfile, ctx: RunContext) -> None:
     """Scrape at t0 + k * interval (absolute times, no drift) until cancelled; one final scrape on the way out."""
+    import aiohttp  # only runs that scrape pay for importing it
+
     from kvbench.http.probe import auth_headers
 
     timeout = aiohttp.ClientTimeout(total=max(prof.scrape_interval_s, 1.0))
@@ -72,7 +78,7 @@ async def scrape_loop(prof: EndpointProfile, ctx: RunContext) -> None:
         await _scrape_every(session, prof, ctx)
 
 
-async def _scrape_every(session: aiohttp.ClientSession, prof: EndpointProfile, ctx: RunContext) -> None:
+async def _scrape_every(session: "aiohttp.ClientSession", prof: EndpointProfile, ctx: RunContext) -> None:
     interval_ns = s_to_ns(prof.scrape_interval_s)
     k = 0
     try:
