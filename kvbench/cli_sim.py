@@ -40,7 +40,7 @@ def kv_transfer_cmd(
     model: str = typer.Option(..., "--model", "-m", help="Model name from the catalog, e.g. Llama-3.1-8B, DeepSeek-V3."),
     tokens: str = typer.Option(..., "--tokens", "-n", help="Prompt length in tokens whose KV moves (7500, 8k, 1M)."),
     link: Optional[str] = typer.Option(None, "--link", "-l", help="Link tier from the catalog, e.g. nvlink-h100, "
-                                                                  "roce-mooncake [default: every tier, one table]."),
+                                                                  "roce-mooncake (default: every tier, in one table)."),
     granularity: str = typer.Option("layer-block", "--granularity", "-g",
                                     help="Message granularity: layer-block (one message per layer x KV block), "
                                          "layer (one per layer) or request (one per request)."),
