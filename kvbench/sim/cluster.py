@@ -21,7 +21,7 @@ ROUTER_PARAMS: dict[str, dict[str, Any]] = {
     "random": {},
     "least_loaded": {},
     "cache_aware": {"cache_threshold": 0.3, "balance_abs_threshold": 64, "balance_rel_threshold": 1.5,
-                    "max_tree_blocks": 1_000_000},
+                    "max_tree_blocks": 32_768},  # SGLang max_tree_size 2^24 tokens = 32,768 blocks of 512
     "conductor": {"kvcache_balancing_threshold": 4, "ttft_slo_ms": 0.0, "tbt_slo_ms": 0.0,
                   "predict_decode_load": False},
     "kv_router": {"prefill_load_scale": 1.0, "temperature": 0.0, "host_hit_weight": 0.75},
