@@ -24,7 +24,7 @@ MIX_ID_SHIFT = 52  # component i's block ids are XORed with i << 52 so component
 
 
 def detect_format(path: Path) -> str:
-    """mooncake | azure | sharegpt | lengths, from the first bytes (and the suffix where they agree)."""
+    """mooncake | azure | sharegpt | lengths, from the first bytes (the suffix is not trusted)."""
     check_file(path)
     with open(path, "rb") as f:
         head = f.read(4096)
@@ -32,12 +32,13 @@ def detect_format(path: Path) -> str:
         raise ConfigError(f"{path}: empty file, expected a trace")
     if b"\0" in head:
         raise ConfigError(f"{path}: binary data, expected a text trace (JSONL, JSON or CSV)")
-    first = head.lstrip()[:1]
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 BOM, as spreadsheet exports write
+    first = head[:1]
     if first == b"{":
         return "mooncake"
     if first == b"[":
         return "sharegpt"
-    header = head.lstrip().split(b"\n", 1)[0].decode("utf-8", "replace")
+    header = head.split(b"\n", 1)[0].decode("utf-8", "replace")
     if "TIMESTAMP" in header and "ContextTokens" in header:
         return "azure"
     if "num_prefill_tokens" in header:
@@ -56,7 +57,7 @@ def _sorted_list(reqs: list[Request], path: Path) -> list[Request]:
     bad = next((i for i in range(1, len(reqs)) if reqs[i].arrival_ns < reqs[i - 1].arrival_ns), None)
     if bad is None:
         return reqs
-    _warn_sorted(path, bad + 2)  # + header line (CSV) + 1-based; approximate for JSON
+    _warn_sorted(path, bad + 2)  # data row i (0-based) is line i + 2 below the header, without blank lines
     t0 = min(r.arrival_ns for r in reqs)
     return finalize([r._replace(arrival_ns=r.arrival_ns - t0) for r in reqs])
 
