@@ -95,3 +95,25 @@ def test_servegen_pmf_random_literals(text):
         return
     if pmf is not None:
         assert pmf.cdf[-1] == 1.0 and all(pmf.values[i] <= pmf.values[i + 1] for i in range(len(pmf.values) - 1))
+
+
+SG_TRACE_OK = b"0,0,0,,0,0\n600,0.05,1.2,Gamma,0.7,2.5\n1200,0.03,0.9,Weibull,1.1,20.0\n"
+SG_DATASET_OK = (b'{"0": {"input_tokens": "{10: 0.5, 20: 0.5}", "output_tokens": "{5: 0.25, 50: 0.75}", '
+                 b'"reason_ratio": "{0.0: 0.5, 0.5: 0.5}"}, "21600": {"input_tokens": "{}", "output_tokens": "{}"}}')
+
+
+@SETTINGS
+@given(data=st.data())
+def test_servegen_folder_on_random_and_truncated_inputs(tmp_path, data):
+    trace = data.draw(st.one_of(st.just(SG_TRACE_OK), _mutations(SG_TRACE_OK)))
+    dataset = data.draw(st.one_of(st.just(SG_DATASET_OK), _mutations(SG_DATASET_OK)))
+    (tmp_path / "chunk-3-trace.csv").write_bytes(trace)
+    (tmp_path / "chunk-3-dataset.json").write_bytes(dataset)
+    try:
+        reqs = servegen.generate(tmp_path, None, 0.0, 1800.0, 1.0, seed=1)
+    except ConfigError as e:
+        assert "\n" not in str(e)
+        return
+    assert [r.req_id for r in reqs] == list(range(len(reqs)))
+    assert all(0 <= r.arrival_ns < 1800 * 10**9 and r.input_tokens >= 1 and 0 <= r.reason_tokens <= r.output_tokens
+               for r in reqs)

@@ -13,6 +13,7 @@ from kvbench.config import ConfigError
 from kvbench.units import NS_PER_S
 
 PROCESSES = ("trace", "poisson", "gamma", "constant", "piecewise")
+MAX_GENERATED = 50_000_000  # generated arrivals are arrays in memory (8 bytes each, plus the requests built on them)
 
 
 @dataclass(frozen=True)
@@ -25,14 +26,15 @@ class ArrivalSpec:
     def validate(self, where: str) -> "ArrivalSpec":
         if self.process not in PROCESSES:
             raise ConfigError(f"{where}: arrivals.process: expected one of {', '.join(PROCESSES)}, got {self.process!r}")
-        if self.process in ("poisson", "gamma", "constant") and not self.rate > 0:
+        if self.process in ("poisson", "gamma", "constant") and not 0 < self.rate < float("inf"):
             raise ConfigError(f"{where}: arrivals.rate: expected requests/s > 0, got {self.rate!r}")
-        if self.process == "gamma" and not self.burstiness > 0:
+        if self.process == "gamma" and not 0 < self.burstiness < float("inf"):
             raise ConfigError(f"{where}: arrivals.burstiness: expected a Gamma shape > 0, got {self.burstiness!r}")
         if self.process == "piecewise":
             starts = [p[0] for p in self.pieces]
-            if not self.pieces or starts[0] != 0 or starts != sorted(set(starts)) or any(r < 0 for _, r in self.pieces) \
-                    or not any(r > 0 for _, r in self.pieces):
+            rates = [r for _, r in self.pieces]
+            if not self.pieces or starts[0] != 0 or starts != sorted(set(starts)) or not all(0 <= r < 1e9 for r in rates) \
+                    or not any(r > 0 for r in rates) or not all(s < 1e12 for s in starts):
                 raise ConfigError(f"{where}: arrivals.pieces: expected [[0, rate], [start_s, rate], ...] with "
                                   f"increasing start_s from 0, rates >= 0 and one > 0")
         return self
@@ -80,6 +82,9 @@ def arrival_times_ns(spec: ArrivalSpec, rng, n: int | None = None, duration_s: f
     if want is None:
         mean = _expected_count(spec, duration_s)
         want = int(mean + 6 * mean ** 0.5 + 16)  # enough that running out before duration_s is ~impossible
+    if want > MAX_GENERATED:
+        raise ConfigError(f"a generated workload of ~{want:,} requests: at most {MAX_GENERATED:,} (they are held in "
+                          f"memory; lower `requests`, `duration_s` or the rate)")
     gaps_s = _gaps_s(spec, rng, want)
     if spec.process == "piecewise":
         t_s = _piecewise_seconds(spec, np.cumsum(gaps_s))

@@ -21,6 +21,9 @@ from kvbench.records import Request
 from kvbench.units import s_to_ns
 
 RATE_WINDOW_S = 600
+MAX_RATE = 100_000  # req/s of one client: far above any ServeGen client (the busiest aggregate is ~600 req/s)
+MAX_TOKENS = 10_000_000
+MAX_WINDOW_REQUESTS = 10_000_000  # generated requests are materialised: bound the memory a spec can ask for
 DATASET_WINDOW_S = 21_600
 FIELDS = ("input_tokens", "output_tokens", "reason_ratio")
 
@@ -132,8 +135,9 @@ def _read_windows(path: Path):
             start, rate, shape, scale = (float(cells[i]) for i in (0, 1, 4, 5))
         except ValueError:
             raise ConfigError(f"{path}:{lineno}: expected numbers in fields start_s, rate, shape, scale") from None
-        if not (rate >= 0 and start >= 0) or (family and not (shape > 0 and scale > 0)):
-            raise ConfigError(f"{path}:{lineno}: field 'rate'/'shape'/'scale': expected rate >= 0, shape and scale > 0")
+        if not (0 <= rate <= MAX_RATE and 0 <= start < 1e12) or (family and not (0 < shape < 1e12 and 0 < scale < 1e12)):
+            raise ConfigError(f"{path}:{lineno}: field 'rate'/'shape'/'scale': expected 0 <= rate <= {MAX_RATE:,} req/s, "
+                              f"finite shape and scale > 0")
         rows.append((start, rate if family else 0.0, shape, scale))
         families.append(family)
     return np.array(rows, dtype=np.float64).reshape(-1, 4), tuple(families)
@@ -196,6 +200,9 @@ def generate(directory: Path, clients: list[int] | None, start_s: float, duratio
         c = load_client(directory, cid)
         for (w_start, rate, shape, scale), family in zip(c.windows, c.families):
             n = int(round(rate * RATE_WINDOW_S * rate_scale))
+            if n > MAX_WINDOW_REQUESTS:
+                raise ConfigError(f"{directory}: client {cid} window {w_start:.0f} s: {n:,} requests at rate_scale "
+                                  f"{rate_scale}; at most {MAX_WINDOW_REQUESTS:,} per 600 s window")
             if not family or n == 0 or w_start + RATE_WINDOW_S <= start_s or w_start >= start_s + duration_s:
                 continue
             t = window_arrivals_s(rng, w_start, n, family, shape, scale)
@@ -213,9 +220,9 @@ def _to_requests(rows, start_s: float, name: str) -> list[Request]:
 
     reqs = []
     for t, f, _cid in rows:
-        n_in = np.maximum(1, f["input_tokens"].astype(np.int64))
-        n_out = np.maximum(1, f["output_tokens"].astype(np.int64))
-        ratio = f.get("reason_ratio", np.zeros(len(t)))
+        n_in = np.clip(f["input_tokens"], 1, MAX_TOKENS).astype(np.int64)
+        n_out = np.clip(f["output_tokens"], 1, MAX_TOKENS).astype(np.int64)
+        ratio = np.clip(f.get("reason_ratio", np.zeros(len(t))), 0.0, 1.0)
         reason = np.minimum(n_out, np.round(n_out * ratio).astype(np.int64))
         for ti, a, b, r in zip(t.tolist(), n_in.tolist(), n_out.tolist(), reason.tolist()):
             reqs.append(Request(0, s_to_ns(ti - start_s), a, b, reason_tokens=r, workload=name))

@@ -94,8 +94,8 @@ def _number(data: dict, key: str, path: Path, text: str, kind=float, minimum: fl
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
         raise ConfigError(f"{where(path, text, key)}: {key}: expected {kind.__name__}, got {value!r}")
-    if not value >= minimum:
-        raise ConfigError(f"{where(path, text, key)}: {key}: expected >= {minimum}, got {value!r}")
+    if not minimum <= value < float("inf"):
+        raise ConfigError(f"{where(path, text, key)}: {key}: expected a finite number >= {minimum}, got {value!r}")
     return kind(value)
 
 
