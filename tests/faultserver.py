@@ -81,6 +81,10 @@ class FaultServer:
         self._ready.set()
         await self._stop.wait()
         await runner.cleanup()
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in rest:  # handlers still sleeping (stalls): end them here, not at garbage collection
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "fault-model", "object": "model"}]})
