@@ -35,16 +35,18 @@ def samples(con: "duckdb.DuckDBPyConnection", seed: int = 0, max_n: int = MAX_SA
     """Per metric: n (values in the run) and `values`, a seeded subsample of at most max_n of them."""
     import numpy as np
 
+    cols = ", ".join(f"CASE WHEN {where} THEN {expr} END AS \"{name}\"" for name, (expr, where) in SAMPLE_SQL.items())
+    data = con.execute(f"SELECT {cols} FROM per_request ORDER BY arrival_ns, req_id").fetchnumpy()
     out: dict[str, dict[str, Any]] = {}
-    for name, (expr, where) in SAMPLE_SQL.items():
-        sql = f"SELECT {expr} AS v FROM per_request WHERE {where} AND {expr} IS NOT NULL ORDER BY arrival_ns, req_id"
-        v = con.execute(sql).fetchnumpy()["v"].astype(float)
-        if len(v) > max_n:
-            v = v[np.sort(np.random.default_rng(seed).choice(len(v), max_n, replace=False))]
+    for name in SAMPLE_SQL:
+        v = np.ma.asarray(data[name]).astype(float).filled(np.nan)  # NULLs come masked
+        v = v[~np.isnan(v)]
+        n = len(v)
+        if n > max_n:
+            v = v[np.sort(np.random.default_rng(seed).choice(n, max_n, replace=False))]
         if name != "slo_attainment":
             v = ns_to_ms(v)
-        out[name] = {"n": int(con.execute(f"SELECT count(*) FROM per_request WHERE {where} AND {expr} IS NOT NULL")
-                              .fetchone()[0]), "values": [round(float(x), 6) for x in v]}
+        out[name] = {"n": n, "values": [round(float(x), 6) for x in v]}
     return out
 
 

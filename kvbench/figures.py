@@ -32,11 +32,10 @@ def weighted_quantiles(values: "numpy.ndarray", weights: "numpy.ndarray", ps: li
 
 
 def _latency(con: "duckdb.DuckDBPyConnection", out: dict[str, Any]) -> None:
-    rows = {r[1]: r for r in con.execute(sql_text("latency")).fetchall()}
-    for key, col in LATENCIES.items():
-        if col is None:
-            continue
-        _, _, count, mean, q, mx = rows.get(col, (None, col, 0, None, None, None))
+    row = con.execute(sql_text("latency")).fetchone()
+    # latency.sql's columns follow LATENCIES' order (ttft, tpot, e2e, lag, tbt, queue): count, mean, q[], max each
+    for i, key in enumerate(k for k, c in LATENCIES.items() if c is not None):
+        count, mean, q, mx = row[1 + 4 * i: 5 + 4 * i] if row else (0, None, None, None)
         stats = [count, mean] + (list(q) if q else [None] * len(PERCENTILES)) + [mx]
         for stat, value in zip(STATS, stats):
             out[f"{key}.{stat}"] = value if stat == "count" or value is None else ns_to_ms(value)

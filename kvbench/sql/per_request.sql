@@ -1,5 +1,6 @@
 -- per_request: one row per request (every request in the requests table or the event log).
 --   arrival_ns = ARRIVE time (the intended release time), else requests.arrival_ns (requests cancelled unsent)
+--   arrived    = the log holds its ARRIVE event
 --   status     = FINISH | ERROR | REJECT | CANCEL, or RUNNING when the log holds no terminal event (killed run)
 --   reason     = class of an ERROR/REJECT/CANCEL detail (text before the first ':')
 --   ttft_ns    = FIRST_TOKEN - arrival_ns             (from the intended arrival: includes client lag and queueing)
@@ -15,11 +16,11 @@ CREATE OR REPLACE TEMP TABLE per_request AS
 WITH joined AS (
     SELECT coalesce(e.run, r.run) AS run, coalesce(e.req_id, r.req_id) AS req_id,
            coalesce(e.arrive_ns, r.arrival_ns) AS arrival_ns, e.send_ns, e.first_ns, e.last_ns, e.end_ns,
-           coalesce(e.status, 'RUNNING') AS status,
+           e.arrive_ns IS NOT NULL AS arrived, coalesce(e.status, 'RUNNING') AS status,
            CASE WHEN e.status IN ('ERROR', 'REJECT', 'CANCEL')
                 THEN trim(split_part(coalesce(e.detail, 'unknown'), ':', 1)) END AS reason,
-           coalesce(r.input_tokens, e.arrive_tokens) AS input_tokens, coalesce(e.out_tokens, 0) AS output_tokens,
-           e.cached_tokens, r.trace_reuse_tokens, e.route_ns, e.prefill_start_ns,
+           r.input_tokens, coalesce(e.out_tokens, 0) AS output_tokens,
+           e.cached_tokens, r.trace_reuse_tokens, e.route_ns, e.prefill_start_ns, e.last_event_ns,
            coalesce(e.prefill_instance, e.first_instance) AS instance,
            coalesce(e.preemptions, 0) AS preemptions, coalesce(e.migrations, 0) AS migrations
     FROM request_events e FULL OUTER JOIN requests r ON e.run = r.run AND e.req_id = r.req_id

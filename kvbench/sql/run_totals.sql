@@ -7,9 +7,9 @@
 --   prefix_hit_ratio = sum(cached_tokens) / sum(input_tokens) over finished requests reporting cached_tokens;
 --   trace_hit_ratio = sum(trace_reuse_tokens) / sum(input_tokens) over finished requests that have it
 WITH span AS (
-    SELECT run, min(t_ns) FILTER (WHERE kind = 'ARRIVE') AS t0,
-           coalesce(max(t_ns) FILTER (WHERE kind IN ('FINISH', 'ERROR', 'REJECT', 'CANCEL')), max(t_ns)) AS t1
-    FROM events GROUP BY run
+    SELECT run, min(arrival_ns) FILTER (WHERE arrived) AS t0,
+           coalesce(max(end_ns), max(last_event_ns)) AS t1
+    FROM per_request GROUP BY run
 ),
 counts AS (
     SELECT run, count(*) AS requests,

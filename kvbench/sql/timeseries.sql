@@ -13,16 +13,15 @@ WITH b AS (
     FROM b GROUP BY run
 ), by_arrival AS (
     SELECT run, a_b AS bucket, count(*) AS arrivals, count(*) FILTER (WHERE good) AS good,
-        quantile_cont(ttft_ns, 0.5) FILTER (WHERE status = 'FINISH') AS ttft_p50_ns,
-        quantile_cont(ttft_ns, 0.99) FILTER (WHERE status = 'FINISH') AS ttft_p99_ns,
-        quantile_cont(tpot_ns, 0.5) FILTER (WHERE status = 'FINISH') AS tpot_p50_ns,
-        quantile_cont(tpot_ns, 0.99) FILTER (WHERE status = 'FINISH') AS tpot_p99_ns,
         sum(cached_tokens) FILTER (WHERE status = 'FINISH')
             / nullif(sum(input_tokens) FILTER (WHERE status = 'FINISH' AND cached_tokens IS NOT NULL), 0) AS hit_ratio,
         sum(trace_reuse_tokens) FILTER (WHERE status = 'FINISH')
             / nullif(sum(input_tokens) FILTER (WHERE status = 'FINISH' AND trace_reuse_tokens IS NOT NULL), 0)
             AS trace_hit_ratio
     FROM b GROUP BY run, a_b
+), latency AS (
+    SELECT run, a_b AS bucket, quantile_cont(ttft_ns, [0.5, 0.99]) AS ttft_q, quantile_cont(tpot_ns, [0.5, 0.99]) AS tpot_q
+    FROM b WHERE status = 'FINISH' GROUP BY run, a_b
 ), by_end AS (
     SELECT run, e_b AS bucket, count(*) FILTER (WHERE status = 'FINISH') AS finished,
         count(*) FILTER (WHERE status IN ('ERROR', 'REJECT', 'CANCEL')) AS errors,
@@ -34,8 +33,10 @@ SELECT s.run, s.bucket, s.bucket * $bucket_ns AS t_ns,
     (sum(coalesce(a.arrivals, 0)) OVER w - sum(coalesce(e.finished, 0) + coalesce(e.errors, 0)) OVER w)::BIGINT
         AS in_flight,
     coalesce(e.output_tokens, 0)::BIGINT AS output_tokens, coalesce(a.good, 0) AS good,
-    a.ttft_p50_ns, a.ttft_p99_ns, a.tpot_p50_ns, a.tpot_p99_ns, a.hit_ratio, a.trace_hit_ratio
+    l.ttft_q[1] AS ttft_p50_ns, l.ttft_q[2] AS ttft_p99_ns, l.tpot_q[1] AS tpot_p50_ns, l.tpot_q[2] AS tpot_p99_ns,
+    a.hit_ratio, a.trace_hit_ratio
 FROM span s LEFT JOIN by_arrival a ON s.run = a.run AND s.bucket = a.bucket
 LEFT JOIN by_end e ON s.run = e.run AND s.bucket = e.bucket
+LEFT JOIN latency l ON s.run = l.run AND s.bucket = l.bucket
 WINDOW w AS (PARTITION BY s.run ORDER BY s.bucket ROWS UNBOUNDED PRECEDING)
 ORDER BY s.run, s.bucket;
