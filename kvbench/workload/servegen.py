@@ -158,6 +158,9 @@ def load_client(directory: Path, client_id: int, fields: tuple[str, ...] = FIELD
     for key, table in raw.items():
         if not isinstance(table, dict) or not re.fullmatch(r"\d+", key):
             raise ConfigError(f"{path}: window {key!r}: expected an integer start second mapping to PMFs")
+        missing = [f for f in ("input_tokens", "output_tokens") if f in fields and f not in table]
+        if missing:
+            raise ConfigError(f"{path}: window {key}: field {missing[0]!r} missing (a PMF string, '{{}}' if none)")
         pmfs = {f: parse_pmf(table[f], f"{path}: window {key}.{f}") for f in fields if f in table}
         if all(pmf is not None for pmf in pmfs.values()):
             datasets[int(key)] = pmfs  # ServeGen writes '{}' for windows without data: skip them
