@@ -120,3 +120,15 @@ def test_every_preset_parses_and_builds(tmp_path, name):
     cfg = parse_cluster(spec.params, spec.source)
     t = SimTarget(spec, RunContext(0, tmp_path, EventLog(tmp_path)))
     assert len(t.engines) == sum(p.instances for p in cfg.pools)
+
+
+def test_dp_attention_multiplies_mla_kv_capacity(tmp_path):
+    # DeepSeek-V3 (MLA: one latent per token, replicated on every TP rank) on 8 x H200: with DP attention each
+    # rank holds its own requests' latents once, so the instance holds tp / min(tp, n_kv_heads=1) = 8x the tokens.
+    text = GOOD.replace('model = "Llama-3.1-8B"', 'model = "DeepSeek-V3"').replace('gpu = "H100"', 'gpu = "H200"\ntp = 8')
+    plain = build(tmp_path, text)
+    dp = build(tmp_path, text, ["pools.decode.dp_attention=true"])
+    assert plain.engines[2].kv_total > 0
+    # (each capacity is rounded down to whole 16-token blocks, so 8x agrees within 8 blocks)
+    assert abs(dp.engines[2].kv_total - 8 * plain.engines[2].kv_total) <= 8 * 16
+    assert dp.engines[0].kv_total == plain.engines[0].kv_total  # only the decode pool changed
