@@ -24,6 +24,16 @@ def _write(path: Path, text: str) -> None:
         raise ConfigError(f"{path}: cannot write ({e.strerror})") from None
 
 
+def _check_same_slo(rules, base, cand, base_path, cand_path) -> None:
+    """SLO-dependent figures of two sides are comparable only under the same SLOs."""
+    if base is None or (base.get("slo_ms") or {}) == (cand.get("slo_ms") or {}):
+        return
+    used = [r.key for r in rules if r.key in ("good", "goodput", "slo_attainment")]
+    if used:
+        raise ConfigError(f"{cand_path}: summarised with SLOs {cand.get('slo_ms')}, baseline {base_path} with "
+                          f"{base.get('slo_ms')}; rules on {', '.join(used)} need the same SLOs")
+
+
 def gate_command(baseline: Path | None, candidate: Path, rules_path: Path, junit: Path | None,
                  markdown: Path | None, slo: str | None) -> int:
     """Exit code: 0 every rule passes, 1 a rule fails (regression, limit, too few samples, missing value)."""
@@ -32,12 +42,15 @@ def gate_command(baseline: Path | None, candidate: Path, rules_path: Path, junit
 
     from kvbench.compare import delta_for, load_side
     from kvbench.gate import evaluate, to_junit, to_markdown
-    from kvbench.metrics import parse_slo
+    from kvbench.metrics import parse_slo, slo_from_ms
 
     rules = load_rules(rules_path)
     s = parse_slo(slo) if slo else None
     base = load_side(baseline, s if baseline and baseline.is_dir() else None) if baseline else None
+    if s is None and base is not None:
+        s = slo_from_ms(base.get("slo_ms"))  # judge a candidate run by the SLOs its baseline was summarised with
     cand = load_side(candidate, s if candidate.is_dir() else None)
+    _check_same_slo(rules, base, cand, baseline, candidate)
     verdicts = evaluate(rules, base, cand, delta_for)
     title = f"kvbench gate: {candidate}" + (f" vs {baseline}" if baseline else "")
     md = to_markdown(verdicts, title)

@@ -66,10 +66,15 @@ def parse_slo(text: str) -> Slo:
     return Slo(**{_SLO_KEYS[k]: v for k, v in values.items()})
 
 
-def slo_from_manifest(manifest: dict) -> Slo:
-    """SLOs the run's workload declared (run.json workload.slo_ms), ignoring keys kvbench does not know."""
-    declared = (manifest.get("workload") or {}).get("slo_ms") or {}
+def slo_from_ms(declared: dict[str, Any] | None) -> Slo:
+    """An Slo from {"ttft": ms, ...} (run.json workload.slo_ms, summary.json slo_ms); unknown keys are ignored."""
+    declared = declared or {}
     return Slo(**{_SLO_KEYS[k]: float(v) for k, v in declared.items() if k in _SLO_KEYS and v is not None})
+
+
+def slo_from_manifest(manifest: dict) -> Slo:
+    """SLOs the run's workload declared (run.json workload.slo_ms)."""
+    return slo_from_ms((manifest.get("workload") or {}).get("slo_ms"))
 
 
 def sql_text(name: str) -> str:

@@ -141,3 +141,22 @@ def test_cli_exit_codes_and_outputs(tmp_path):
     rules.write_text('[[rule]]\nmetric = "ttft_ms"\nstatistic = "p42"\n')
     p = _gate("--baseline", str(runs["base"]), "--candidate", str(runs["slow"]), "--rules", str(rules))
     assert p.returncode == 2 and "unknown metric 'ttft_ms.p42'" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_committed_fixed_baseline_gates_a_fresh_run(tmp_path):
+    # the committed example rules and baseline: a fresh fixed-target run of the same trace reproduces it exactly
+    from pathlib import Path
+
+    from kvbench.run import RunOptions, execute
+    from kvbench.target import resolve
+    from kvbench.workload import load
+
+    repo = Path(__file__).resolve().parents[1]
+    run, _ = execute(load.select(repo / "traces" / "kimi-sample.jsonl", None),
+                     resolve("fixed:ttft_ms=50,itl_ms=10,servers=16"), RunOptions(out=tmp_path / "cand"))
+    base = repo / "reports" / "baselines" / "fixed-kimi-sample.summary.json"
+    md = tmp_path / "gate.md"
+    p = _gate("--baseline", str(base), "--candidate", str(run), "--rules", str(repo / "reports" / "gates.toml"),
+              "--markdown", str(md))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "PASS (13/13 rules pass)" in md.read_text()
