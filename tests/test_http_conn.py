@@ -32,7 +32,7 @@ class Recorder:
     """A sink that keeps what it was given."""
 
     def __init__(self):
-        self.status, self.data, self.ends, self.sent = None, b"", 0, 0
+        self.status, self.data, self.ends, self.sent, self.done = None, b"", 0, 0, False
 
     def on_send(self, now_ns):
         self.sent += 1
@@ -45,6 +45,9 @@ class Recorder:
 
     def on_end(self, now_ns):
         self.ends += 1
+
+    def on_done(self, now_ns):
+        self.done = True
 
 
 class Wire:

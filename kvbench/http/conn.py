@@ -34,7 +34,9 @@ class Sink(Protocol):
 
     def on_data(self, data: bytes, now_ns: int) -> None: ...  # the body bytes of one read (de-chunked)
 
-    def on_end(self, now_ns: int) -> None: ...
+    def on_end(self, now_ns: int) -> None: ...  # the body is complete (may still raise: e.g. a bad last event)
+
+    def on_done(self, now_ns: int) -> None: ...  # after the connection went back to the pool; must not raise
 
 
 class Connection(asyncio.Protocol):
@@ -50,6 +52,7 @@ class Connection(asyncio.Protocol):
         self.keep_alive = True
         self.closed = False
         self.received = 0  # body bytes of the current response
+        self.pool: Pool | None = None  # a clean end puts the connection back here at once
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -65,29 +68,36 @@ class Connection(asyncio.Protocol):
             self.keep_alive = False
             self.transport.close()
             return
+        sink = self.sink
         try:
             body = self._feed(self.buf + data if self.buf else data, now)
             if body:
                 self.received += len(body)
-                self.sink.on_data(body, now)
-            if self.state == _DONE:
-                self.sink.on_end(now)
-                self._finish(None)
+                sink.on_data(body, now)
+            if self.state != _DONE:
+                return
+            sink.on_end(now)
         except Exception as e:  # framing errors, and whatever the sink raised (bad SSE, bad JSON)
             self.keep_alive = False
             self._finish(e)
             self.transport.abort()
+            return
+        self._finish(None)  # idle again before on_done, so a request released by on_done can reuse it now
+        sink.on_done(now)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.sink is None:
             return
         if self.state == _EOF:  # a body delimited by the close: this is its end
+            sink, now = self.sink, time.monotonic_ns()
             try:
-                self.sink.on_end(time.monotonic_ns())
-                self._finish(None)
+                sink.on_end(now)
             except Exception as e:
                 self._finish(e)
+                return
+            self._finish(None)
+            sink.on_done(now)
             return
         where = "before the response" if self.state == _HEAD else f"after {self.received} body bytes"
         why = f" ({type(exc).__name__}: {exc})" if exc else ""
@@ -97,6 +107,11 @@ class Connection(asyncio.Protocol):
         fut, self.sink, self.fut = self.fut, None, None
         if fut is not None and not fut.done():
             fut.set_exception(error) if error is not None else fut.set_result(None)
+        if error is None and self.pool is not None:
+            if self.keep_alive and not self.closed:
+                self.pool.idle.append(self)
+            else:
+                self.transport.close()
 
     def _feed(self, buf: bytes, now: int) -> bytes:
         """Advance the response state machine over `buf`; returns the body bytes found in it."""
@@ -232,36 +247,53 @@ class Pool:
                 from None
         except OSError as e:
             raise StreamFault("connect", f"{self.authority()}: {e.strerror or e}") from None
+        conn.pool = self
         return conn
 
-    async def request(self, payload: bytes, sink: Sink) -> None:
+    def start_idle(self, payload: bytes, sink: Sink) -> tuple[Connection, asyncio.Future] | None:
+        """Write the request now on an idle keep-alive connection, without waiting for the loop (the caller then
+        awaits `request(..., started=...)`); None when there is none to use (or the pool is capped)."""
+        if self.sem is not None:
+            return None
+        conn = self._pop_idle()
+        if conn is None:
+            return None
+        fut = asyncio.get_running_loop().create_future()
+        conn.start(payload, sink, fut)
+        return conn, fut
+
+    async def request(self, payload: bytes, sink: Sink,
+                      started: tuple[Connection, asyncio.Future] | None = None) -> None:
         """Send `payload` (a complete HTTP request) and feed the response to `sink`; raises on failure."""
+        if started is not None:
+            return await self._finish(*started)
         if self.sem is None:
             return await self._request(payload, sink)
         async with self.sem:
             return await self._request(payload, sink)
 
-    async def _request(self, payload: bytes, sink: Sink) -> None:
-        conn = None
+    def _pop_idle(self) -> Connection | None:
         while self.idle:
             c = self.idle.pop()
             if not c.closed and not c.transport.is_closing():
-                conn = c
-                break
-        if conn is None:
-            conn = await self._connect()
+                return c
+        return None
+
+    async def _request(self, payload: bytes, sink: Sink) -> None:
+        conn = self._pop_idle() or await self._connect()
         fut = asyncio.get_running_loop().create_future()
         conn.start(payload, sink, fut)
+        await self._finish(conn, fut)
+
+    async def _finish(self, conn: Connection, fut: asyncio.Future) -> None:
+        """Wait for the response; the connection returns itself to the pool when it ends cleanly."""
         try:
             await fut
         except BaseException:
-            conn.sink = None
-            conn.transport.abort()
+            if conn.fut is fut:  # still this request's (cancelled mid-response): the connection is unusable
+                conn.sink = conn.fut = None
+                conn.transport.abort()
             raise
-        if conn.keep_alive and not conn.closed:
-            self.idle.append(conn)
-        else:
-            conn.transport.close()
 
     def close(self) -> None:
         for c in self.idle:

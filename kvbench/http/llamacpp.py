@@ -142,6 +142,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def check_port_free(port: int) -> None:
+    """Fail before starting a server on a taken port: its /health would be answered by the other server."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers do not count, listeners do
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise RuntimeError(f"127.0.0.1:{port} is in use ({e.strerror}); pick another --port") from None
+
+
 def wait_healthy(base: str, proc: subprocess.Popen, log: Path | None, timeout_s: float = 60.0) -> None:
     """Poll GET {base}/health until 200; fail early, with the server's log tail, if the process exits."""
     deadline = time.monotonic() + timeout_s
@@ -185,6 +195,7 @@ def llama_server(model: Path | None = None, port: int | None = None, extra: tupl
     binary = require_binary()
     model = model or tiny_model_path()
     port = port or free_port()
+    check_port_free(port)
     if log is None:
         fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
         os.close(fd)
@@ -198,6 +209,33 @@ def llama_server(model: Path | None = None, port: int | None = None, extra: tupl
         yield base
     finally:
         stop(proc)
+
+
+def serve_until_stopped(seed: int, port: int) -> int:
+    """Run the tiny model until Ctrl-C or SIGTERM (both stop llama-server too) or until llama-server exits."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    proc_log = cache_dir() / f"llama-server-{port}.log"
+    with llama_server(tiny_model_path(seed), port, log=proc_log) as base:
+        print(f"llama-server ready: {base}/v1 (model 'tiny', log {proc_log}); Ctrl-C stops it", file=sys.stderr)
+        with contextlib.suppress(KeyboardInterrupt):
+            while _health_ok(base):
+                time.sleep(1.0)
+            print(f"llama-server stopped answering; log tail:{_tail(proc_log)}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _health_ok(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         return _dispatch(a)
-    except BuildError as e:
+    except RuntimeError as e:  # BuildError, or a server that would not start
         print(f"kvbench.http.llamacpp: error: {e}", file=sys.stderr)
         return 1
 
@@ -231,11 +269,7 @@ def _dispatch(a: argparse.Namespace) -> int:
             return 1
         print(path)
     else:
-        with llama_server(tiny_model_path(a.seed), a.port, log=Path(os.devnull)) as base:
-            print(f"llama-server ready: {base}/v1 (model 'tiny'); Ctrl-C stops it", file=sys.stderr)
-            with contextlib.suppress(KeyboardInterrupt):
-                while True:
-                    time.sleep(3600)
+        return serve_until_stopped(a.seed, a.port)
     return 0
 
 

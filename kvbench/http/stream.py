@@ -16,11 +16,13 @@ class Response:
     with the time the read returned; the watchdog reads `io_ns` and sets `timed_out` before cancelling."""
 
     __slots__ = ("emit", "rid", "t0_ns", "chat", "sse", "status", "err_body", "tokens", "last_ns", "usage",
-                 "finish_reason", "done", "headers", "start_ns", "io_ns", "timed_out", "send_event")
+                 "finish_reason", "done", "headers", "start_ns", "io_ns", "timed_out", "send_event", "end_ns",
+                 "ended", "done_cb", "notes")
 
     def __init__(self, emit: Emit, rid: int, t0_ns: int, chat: bool, max_event_bytes: int, now: int,
-                 send_event: bool = True):
+                 send_event: bool = True, done_cb=None, notes: list[str] | None = None):
         self.emit, self.rid, self.t0_ns, self.chat, self.send_event = emit, rid, t0_ns, chat, send_event
+        self.done_cb, self.notes = done_cb, notes or []  # done_cb(resp): the target's synchronous completion
         self.sse = SSEParser(max_event_bytes)
         self.status = 0
         self.err_body = b""
@@ -32,6 +34,8 @@ class Response:
         self.headers = False  # response headers received (a silence now is a stall, not a timeout)
         self.start_ns = self.io_ns = now  # t_ns of the send; of the last bytes moved
         self.timed_out: tuple[str, str] | None = None
+        self.end_ns = 0  # t_ns when the last bytes arrived
+        self.ended = False  # the terminal event was emitted from on_done
 
     def on_send(self, now_ns: int) -> None:
         """The request bytes are being written (after any connect): SEND, on the first attempt only."""
@@ -52,6 +56,15 @@ class Response:
     def on_end(self, now_ns: int) -> None:
         if self.status == 200:
             self._take(self.sse.close(), now_ns - self.t0_ns)
+
+    def on_done(self, now_ns: int) -> None:
+        self.end_ns = now_ns - self.t0_ns
+        if self.done_cb is not None:
+            self.done_cb(self)
+
+    def complete(self) -> bool:
+        """A clean, successful stream: HTTP 200 and [DONE] or a finish_reason."""
+        return self.status == 200 and (self.done or self.finish_reason is not None)
 
     def _take(self, payloads: list[bytes], now: int) -> None:
         before = self.tokens

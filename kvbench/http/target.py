@@ -109,10 +109,42 @@ class OpenAITarget:
             w.set_result(None)
 
     def _start(self, req: Request, at_ns: int) -> None:
+        """Release a request: ARRIVE, and when an idle connection is ready, the write itself happen right here
+        (not one loop iteration later in the task), so a freed slot is refilled within microseconds."""
         self._inflight[req.req_id] = req
-        task = self._loop.create_task(self._request(req, at_ns))
+        t0, rid = self.ctx.t0_ns, req.req_id
+        self._emit(Event(at_ns, rid, ARRIVE, None, req.input_tokens))
+        try:
+            payload = self.payload(req)
+        except Exception as e:  # a bug in building the request must not end the run
+            self._terminal(terminal(self._response(rid, 0), req, ("internal", one_line(f"{type(e).__name__}: {e}")),
+                                    [], time.monotonic_ns() - t0))
+            return
+        resp = self._response(rid, time.monotonic_ns() - t0)
+        started = self._pool.start_idle(payload, resp)
+        task = self._loop.create_task(self._request(req, payload, resp, started))
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
+
+    def _response(self, rid: int, now: int, first: bool = True, notes: list[str] | None = None) -> Response:
+        return Response(self._emit, rid, self.ctx.t0_ns, self.prof.api == "chat", self.prof.max_event_bytes, now,
+                        first, self._completed, notes)
+
+    def _completed(self, resp: Response) -> None:
+        """A clean end, still inside the connection's data_received: LAST_TOKEN and FINISH are stamped with the
+        arrival of the last bytes, and whatever the replayer releases on FINISH is written right away."""
+        req = self._inflight.get(resp.rid)
+        if req is None or not resp.complete():
+            return  # not a success: the request's task classifies it
+        try:
+            resp.ended = True
+            if resp.tokens:
+                self._emit(Event(resp.last_ns, resp.rid, LAST_TOKEN, None, resp.tokens))
+            self._terminal(terminal(resp, req, None, resp.notes, resp.end_ns))
+        except Exception as e:  # e.g. the event log cannot write: stop the run (the loop must not see it)
+            if self._crash is None:
+                self._crash = e
+                self._poke()
 
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -206,33 +238,32 @@ class OpenAITarget:
 
     # -- one request ------------------------------------------------------------------------------------------
 
-    async def _request(self, req: Request, at_ns: int) -> None:
-        emit, rid, t0, chat = self._emit, req.req_id, self.ctx.t0_ns, self.prof.api == "chat"
-        emit(Event(at_ns, rid, ARRIVE, None, req.input_tokens))
+    async def _request(self, req: Request, payload: bytes, resp: Response, started) -> None:
+        emit, rid, t0 = self._emit, req.req_id, self.ctx.t0_ns
         notes: list[str] = []
         try:
-            payload = self.payload(req)
             while True:
-                resp = Response(emit, rid, t0, chat, self.prof.max_event_bytes, time.monotonic_ns() - t0, not notes)
-                fault = await self._attempt(payload, resp)
+                fault = await self._attempt(payload, resp, started)
                 if fault is None or fault[0] not in RETRYABLE or resp.tokens or len(notes) >= self.prof.retries:
                     break
                 notes.append(f"retry {len(notes) + 1} after {fault[0]}: {fault[1]}")
+                resp, started = self._response(rid, time.monotonic_ns() - t0, False, list(notes)), None
         except asyncio.CancelledError:
             self._terminal(Event(time.monotonic_ns() - t0, rid, CANCEL, detail="interrupted"))
             return
-        except Exception as e:  # a bug in building the request must not end the run
-            resp, fault = Response(emit, rid, t0, chat, 1024, 0), ("internal", one_line(f"{type(e).__name__}: {e}"))
+        if resp.ended:
+            return  # FINISH was emitted when the last bytes arrived (_completed)
         if resp.tokens:
             emit(Event(resp.last_ns, rid, LAST_TOKEN, None, resp.tokens))
         self._terminal(terminal(resp, req, fault, notes, time.monotonic_ns() - t0))
 
-    async def _attempt(self, payload: bytes, resp: Response) -> tuple[str, str] | None:
-        """Send once and read the response into `resp`; None on success, else (class, message)."""
+    async def _attempt(self, payload: bytes, resp: Response, started=None) -> tuple[str, str] | None:
+        """Send once (unless `started` already did) and read the response into `resp`; None on success, else
+        (class, message)."""
         task = asyncio.current_task()
         self._watched[task] = resp
         try:
-            await self._pool.request(payload, resp)
+            await self._pool.request(payload, resp, started)
         except asyncio.CancelledError:
             if resp.timed_out is None:
                 raise  # an interrupt, not the watchdog
@@ -258,7 +289,7 @@ class OpenAITarget:
             await asyncio.sleep(period_s)
             now = time.monotonic_ns() - self.ctx.t0_ns
             for task, resp in list(self._watched.items()):
-                if resp.timed_out is not None:
+                if resp.timed_out is not None or resp.ended:
                     continue
                 if now - resp.io_ns > silence_ns:
                     what = "no bytes mid-stream" if resp.headers else "no response"

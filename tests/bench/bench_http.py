@@ -44,6 +44,7 @@ class _Server(asyncio.Protocol):
     ttft_s = 0.0
     itl_s = 0.0
     first_unix = 0.0
+    late_ns: list[int] = []  # how late each first write was after its exact deadline (server-side error)
 
     def connection_made(self, transport):
         self.t, self.buf = transport, b""
@@ -64,8 +65,9 @@ class _Server(asyncio.Protocol):
 
     def _handle(self, head: bytes, body: bytes) -> None:
         if head.startswith(b"get /first"):
-            out = json.dumps({"first_unix": _Server.first_unix}).encode()
-            _Server.first_unix = 0.0
+            late = sorted(_Server.late_ns) or [0]
+            out = json.dumps({"first_unix": _Server.first_unix, "late_p50_ns": late[len(late) // 2]}).encode()
+            _Server.first_unix, _Server.late_ns = 0.0, []
             self.t.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(out), out))
             return
         if not _Server.first_unix:
@@ -76,13 +78,21 @@ class _Server(asyncio.Protocol):
         tail = chunked(TAIL % (words, n)) + b"0\r\n\r\n"
         if not _Server.itl_s:
             data = HEAD + chunked(TOKEN) * n + tail
-            if _Server.ttft_s:
-                loop.call_later(_Server.ttft_s, self._paced, [data], 0)
+            if _Server.ttft_s:  # loop timers are ms-grained: wake 2 ms early, then wait for the exact instant
+                deadline = time.monotonic_ns() + int(_Server.ttft_s * 1e9)
+                loop.call_later(_Server.ttft_s - 0.002, self._exact, deadline, data)
             else:
                 self.t.write(data)
             return
         parts = [HEAD + chunked(TOKEN)] + [chunked(TOKEN)] * (n - 1) + [tail]
         loop.call_later(_Server.ttft_s, self._paced, parts, 0)
+
+    def _exact(self, deadline_ns: int, data: bytes) -> None:
+        while time.monotonic_ns() < deadline_ns:
+            pass
+        if not self.t.is_closing():
+            self.t.write(data)
+            _Server.late_ns.append(time.monotonic_ns() - deadline_ns)
 
     def _paced(self, parts: list[bytes], k: int) -> None:
         """One write per token, each scheduled after the previous one (in order by construction)."""
@@ -179,12 +189,23 @@ def kvbench_rate(url: str, n: int, conc: int, tokens: int, tmp: Path) -> float:
     return n / ((t1 - t0) / 1e9)
 
 
-def ttft_error_ms(url: str, n: int, conc: int, tmp: Path) -> tuple[float, float]:
+def server_stats(port: int) -> dict:
+    """The server's first-request time and its own lateness p50 since the last call (and reset them)."""
+    import urllib.request
+
+    return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/first").read())
+
+
+def ttft_error_ms(url: str, port: int, n: int, conc: int, tmp: Path) -> tuple[float, float, float, float]:
+    """TTFT - 50 ms p50 and p90, client lag p50 (ms) and the server's own lateness p50 (ms)."""
+    server_stats(port)
     run_dir, stats, _ = kvbench_run(url, requests_(n, 4), conc, tmp / f"ttft{time.monotonic_ns()}")
     assert stats.finished == n, stats
-    (p50, p90), = events(run_dir, """SELECT quantile_cont(f.t_ns - a.t_ns, 0.5), quantile_cont(f.t_ns - a.t_ns, 0.9)
-        FROM EV a JOIN EV f USING (req_id) WHERE a.kind = 'ARRIVE' AND f.kind = 'FIRST_TOKEN'""")
-    return p50 / 1e6 - 50.0, p90 / 1e6 - 50.0
+    (p50, p90, lag), = events(run_dir, """SELECT quantile_cont(f.t_ns - a.t_ns, 0.5),
+        quantile_cont(f.t_ns - a.t_ns, 0.9), quantile_cont(s.t_ns - a.t_ns, 0.5)
+        FROM EV a JOIN EV f USING (req_id) JOIN EV s USING (req_id)
+        WHERE a.kind = 'ARRIVE' AND f.kind = 'FIRST_TOKEN' AND s.kind = 'SEND'""")
+    return p50 / 1e6 - 50.0, p90 / 1e6 - 50.0, lag / 1e6, server_stats(port)["late_p50_ns"] / 1e6
 
 
 def cpu_per_token_us(url: str, n: int, conc: int, tokens: int, tmp: Path) -> float:
@@ -201,17 +222,14 @@ def open_loop_lag_ms(url: str, n: int, rate: float, tmp: Path) -> tuple[float, f
 
 
 def startup_s(url: str, port: int, tmp: Path) -> float:
-    import urllib.request
-
     trace = tmp / "one.jsonl"
     trace.write_text(json.dumps({"timestamp": 0, "input_length": 64, "output_length": 4, "hash_ids": [1]}) + "\n")
     kvbench = str(Path(sys.executable).parent / "kvbench")
-    urllib.request.urlopen(f"http://127.0.0.1:{port}/first").read()  # reset
+    server_stats(port)  # reset
     t = time.time()
     subprocess.run([kvbench, "replay", "--trace", str(trace), "--target", url, "--set", "model=bench",
                     "--set", "word_tokens=1.0", "-q", "--out", str(tmp / f"start{time.monotonic_ns()}")], check=True)
-    first = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/first").read())["first_unix"]
-    return first - t
+    return server_stats(port)["first_unix"] - t
 
 
 def main() -> None:
@@ -234,9 +252,10 @@ def main() -> None:
             print(f"startup to first request received: {med(startup_s(srv.url, srv.port, tmp) for _ in range(a.reps)):.2f} s")
         with ServerProcess(ttft_ms=50) as srv:
             for conc, n in ((1, 40 // k), (32, 320 // k)):
-                errs = [ttft_error_ms(srv.url, n, conc, tmp) for _ in range(a.reps)]
+                errs = [ttft_error_ms(srv.url, srv.port, n, conc, tmp) for _ in range(a.reps)]
                 print(f"TTFT error vs exact 50 ms, concurrency {conc}: p50 {med(e[0] for e in errs):+.2f} ms, "
-                      f"p90 {med(e[1] for e in errs):+.2f} ms")
+                      f"p90 {med(e[1] for e in errs):+.2f} ms (of which client lag p50 "
+                      f"{med(e[2] for e in errs):.3f} ms; server's own lateness p50 {med(e[3] for e in errs):.3f} ms)")
         with ServerProcess(itl_ms=1) as srv:
             cpu = [cpu_per_token_us(srv.url, 400 // k, 32, 64, tmp) for _ in range(a.reps)]
             print(f"client CPU per streamed token (64 tokens 1 ms apart, concurrency 32): {med(cpu):.2f} us")
