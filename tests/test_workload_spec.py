@@ -51,6 +51,11 @@ def test_unknown_key_names_file_line_key(tmp_path):
     ('kind = "synthetic"\nrequests = 5\n[slo]\nttft_ms = -1\n', ":4: slo.ttft_ms: expected milliseconds > 0"),
     ('kind = "synthetic"\nrequests = 5\n[prefix]\npopularity = "pareto"\n', "prefix.popularity"),
     ('kind = "mix"\nrequests = 5\n', "needs [[components]]"),
+    ('kind = "synthetic"\nrequests = 5\n[arrivals]\nprocess = "piecewise"\npieces = [1, 2]\n', "[start_s, rate], ...] pairs"),
+    ('kind = "synthetic"\nrequests = 5\n[input]\ndist = "servegen"\npath = "."\nclients = [1.5]\n', "input.clients"),
+    ('kind = "synthetic"\nrequests = 5\n[input]\ndist = "csv"\npath = "nope.csv"\n', ":5: input.path:"),
+    ('kind = "trace"\npath = "nope.jsonl"\n', ":2: path:"),
+    ('kind = "synthetic"\nduration_s = inf\n', ":2: duration_s: expected a finite number"),
 ])
 def test_bad_values(tmp_path, body, expect):
     p = _spec(tmp_path, body)

@@ -31,6 +31,8 @@ class ArrivalSpec:
         if self.process == "gamma" and not 0 < self.burstiness < float("inf"):
             raise ConfigError(f"{where}: arrivals.burstiness: expected a Gamma shape > 0, got {self.burstiness!r}")
         if self.process == "piecewise":
+            if not all(isinstance(p, tuple) and len(p) == 2 for p in self.pieces):
+                raise ConfigError(f"{where}: arrivals.pieces: expected [[start_s, rate], ...] pairs")
             starts = [p[0] for p in self.pieces]
             rates = [r for _, r in self.pieces]
             if not self.pieces or starts[0] != 0 or starts != sorted(set(starts)) or not all(0 <= r < 1e9 for r in rates) \

@@ -20,7 +20,9 @@ _EPOCH = datetime(1970, 1, 1)
 
 def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """(line number, row) for each data row; the header must hold the required columns."""
-    raw = path.read_bytes()
+    from kvbench.workload.load import check_file
+
+    raw = check_file(path).read_bytes()
     if b"\0" in raw[:65536]:
         raise ConfigError(f"{path}: binary data, expected a CSV file")
     try:

@@ -43,6 +43,8 @@ class LengthSpec:
             bad = f"p50/p99: expected 0 < p50 < p99 (tokens), got {self.p50}, {self.p99}"
         elif self.dist in ("servegen", "csv") and not self.path:
             bad = "path: required for this dist"
+        elif not all(isinstance(c, int) and c >= 0 for c in self.clients):
+            bad = f"clients: expected ServeGen client ids (integers >= 0), got {list(self.clients)}"
         elif self.reason_ratio is not None and not 0 <= self.reason_ratio <= 1:
             bad = f"reason_ratio: expected 0..1, got {self.reason_ratio}"
         elif self.reason_ratio is not None and role != "output":

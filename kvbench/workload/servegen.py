@@ -146,8 +146,11 @@ def _read_windows(path: Path):
 def load_client(directory: Path, client_id: int, fields: tuple[str, ...] = FIELDS) -> Client:
     import orjson
 
-    windows, families = _read_windows(directory / f"chunk-{client_id}-trace.csv")
     path = directory / f"chunk-{client_id}-dataset.json"
+    if not path.is_file() or not (directory / f"chunk-{client_id}-trace.csv").is_file():
+        raise ConfigError(f"{directory}: client {client_id}: chunk-{client_id}-trace.csv and -dataset.json expected; "
+                          f"clients here: {', '.join(map(str, client_ids(directory)))}")
+    windows, families = _read_windows(directory / f"chunk-{client_id}-trace.csv")
     try:
         raw = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as e:

@@ -120,6 +120,9 @@ def load_spec(path: str | Path, seen: tuple[Path, ...] = ()) -> WorkloadSpec:
         raise ConfigError(f"{where(p, text, 'path')}: path: expected a string (relative to the spec file)")
     if kind in ("trace", "servegen") and not raw_path:
         raise ConfigError(f"{p}: path: required for kind = {kind!r}")
+    if raw_path and not (p.parent / raw_path).exists():
+        raise ConfigError(f"{where(p, text, 'path')}: path: {(p.parent / raw_path).resolve()} does not exist "
+                          f"(paths are relative to the spec file)")
     at = where(p, text, "arrivals")
     return WorkloadSpec(
         name=name, source=str(p), kind=kind, path=str((p.parent / raw_path).resolve()) if raw_path else "",
@@ -141,6 +144,8 @@ def _lengths(data: dict, role: str, p: Path, text: str) -> LengthSpec | None:
     if role not in data:
         return None
     spec = _section(LengthSpec, data[role], p, text, role, resolve_path=True)
+    if spec.path and not Path(spec.path).exists():
+        raise ConfigError(f"{where(p, text, role + '.path')}: {role}.path: {spec.path} does not exist")
     return spec.validate(where(p, text, role), role)
 
 
