@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -18,7 +19,8 @@ def run_query(runs: Sequence[str | Path], query: str, fmt: str = "table", slo: s
 
     con = open_runs(runs)
     try:
-        prepare(con, parse_slo(slo) if slo else None)
+        if re.search(r"\b(per_request|request_events|token_gaps|tbt)\b", query, re.I):  # built only when asked for
+            prepare(con, parse_slo(slo) if slo else None)
         try:
             df = con.execute(query).df()
         except duckdb.Error as e:

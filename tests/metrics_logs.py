@@ -73,7 +73,7 @@ def real_run(run_dir: Path) -> Path:
 # [200,260) 2 steps batch 1 kv 10 %; d1: [0,150) 1 step (must never leak into d0's requests).
 #  A (id 0): arrive 0, route 2, prefill 10 on p0 (256 cached from dram), KV load dram 12..20 (2 MB), first 40,
 #     P->D transfer 40..45 over rdma (1 MB), decode on d0 from 45, last 230 (11 tokens), finish 300
-#  B (id 1): arrive 50, send 50, prefill 60 on d0, first 105 on d0 (colocated), preempted once, last 140 (3 tokens)
+#  B (id 1): arrive 50, send 50, prefill 60 on d0, first 100 on d0 (colocated), preempted once, last 140 (3 tokens)
 def sim_run(run_dir: Path) -> Path:
     e = [ev(0, 0, "ARRIVE", tokens=1024), ev(0, 0, "SEND"), ev(2, 0, "ROUTE", "p0"),
          ev(10, 0, "PREFILL_START", "p0", 768, 256, tier="dram"), ev(12, 0, "KV_XFER_START", "p0", tier="dram", nbytes=2_000_000),
@@ -82,7 +82,7 @@ def sim_run(run_dir: Path) -> Path:
          ev(45, 0, "KV_XFER_END", "d0", tier="rdma", nbytes=1_000_000), ev(45, 0, "DECODE_START", "d0"),
          ev(230, 0, "LAST_TOKEN", "d0", 11), ev(300, 0, "FINISH", "d0", 11, cached=256),
          ev(50, 1, "ARRIVE", tokens=512), ev(50, 1, "SEND"), ev(60, 1, "PREFILL_START", "d0", 512, 0),
-         ev(70, 1, "PREEMPT", "d0"), ev(80, 1, "PREFILL_START", "d0", 512, 0), ev(105, 1, "FIRST_TOKEN", "d0", 1),
+         ev(70, 1, "PREEMPT", "d0"), ev(80, 1, "PREFILL_START", "d0", 512, 0), ev(100, 1, "FIRST_TOKEN", "d0", 1),
          ev(140, 1, "LAST_TOKEN", "d0", 3), ev(140, 1, "FINISH", "d0", 3, cached=0)]
     s = [step("d0", 0, 100, 10, 4, 50), step("d0", 100, 160, 3, 2, 30), step("d0", 200, 260, 2, 1, 10),
          step("d1", 0, 150, 1, 1, 5)]

@@ -84,15 +84,16 @@ def test_slo_attainment_and_goodput(real, slo, good):
 def test_sim_itl_from_steps_by_hand(sim):
     con = open_runs([sim])
     df = per_request(con).set_index("req_id")
-    # A decodes on d0 over (45, 230]: 6 steps of 10 (ends 50..100), 3 of 20, 1 of 30 -> 10 gaps, TBT k=1 -> 30
-    # B (colocated) over (105, 140]: step ends 120, 140 of the 20 ms row -> 2 gaps; TBT 20
+    # A decodes on d0 from 45 to 230: the steps that start and end inside: [50,60)..[90,100) (5 of 10 ms; the
+    # step [40,50) was running when A joined), [100,120) [120,140) [140,160) (3 of 20), [200,230) (1 of 30);
+    # 9 gaps, TBT k = ceil(0.9) = 1 -> 30. B (colocated) from 100 to 140: [100,120) [120,140) -> 2 gaps, TBT 20.
     assert df.loc[0, "tbt_ns"] == 30_000_000 and df.loc[1, "tbt_ns"] == 20_000_000
     gaps = itl_gaps(con)
-    assert dict(zip(gaps["gap_ns"] // 1_000_000, gaps["n"])) == {10: 6, 20: 5, 30: 1}
+    assert dict(zip(gaps["gap_ns"] // 1_000_000, gaps["n"])) == {10: 5, 20: 5, 30: 1}
     m = summary(sim)
-    assert m["itl_ms.count"] == 12 and m["itl_ms.mean"] == approx(190 / 12)
-    assert (m["itl_ms.p50"], m["itl_ms.p99"]) == (approx(15), approx(28.9))  # h=5.5: 10..20; h=10.89: 20..30
-    assert m["tpot_ms.mean"] == approx((19 + 17.5) / 2)  # (230-40)/10 and (140-105)/2
+    assert m["itl_ms.count"] == 11 and m["itl_ms.mean"] == approx(180 / 11)
+    assert (m["itl_ms.p50"], m["itl_ms.p99"]) == (approx(20), approx(29))  # h=5: 20; h=9.9: 20 + 0.9 * 10
+    assert m["tpot_ms.mean"] == approx((19 + 20) / 2)  # (230-40)/10 and (140-100)/2
     assert (m["queue_ms.mean"], m["queue_ms.max"]) == (approx(9), 10)  # A: 10 - ROUTE 2; B: 60 - SEND 50
     assert (m["preemptions"], m["preempted"]) == (1, 1)
 
@@ -105,7 +106,7 @@ def test_sim_cache_kv_and_instances_by_hand(sim):
     assert m["prefix_hit_ratio.instance.d0"] == 0
     # transfers: dram 12..20 (2 MB, all inside A's TTFT window 0..40), rdma 40..45 (1 MB, after the first token)
     assert (m["kv_transfer.count"], m["kv_transfer.bytes"]) == (2, 3_000_000)
-    assert m["kv_transfer.time_s"] == approx(0.013) and m["kv_transfer.ttft_share"] == approx(8 / (40 + 55))
+    assert m["kv_transfer.time_s"] == approx(0.013) and m["kv_transfer.ttft_share"] == approx(8 / (40 + 50))
     # duration 0..300; d0 busy 100 + 60 + 60 = 220
     assert m["instance.d0.utilisation"] == approx(220 / 300)
     assert m["instance.d0.batch"] == approx((4 * 100 + 2 * 60 + 1 * 60) / 220)

@@ -6,8 +6,9 @@
 --  2. runs without CHUNK events and without a steps table (e.g. the fixed target): the request's tokens are taken
 --     as evenly spaced, n = out_tokens - 1 gaps of (last_ns - first_ns) / (out_tokens - 1);
 --  3. simulator runs (a steps table): a request decoding on instance I from DECODE_START (or FIRST_TOKEN) to
---     LAST_TOKEN experiences every step of I that ends inside that interval. A steps row holds n_steps steps of
---     equal length, so each gap is (end_ns - t_ns) / n_steps and the k-th step ends at t_ns + k * that.
+--     LAST_TOKEN experiences every step of I that starts and ends inside that interval (it joins the batch at
+--     the next step boundary). A steps row holds n_steps steps of equal length d = (end_ns - t_ns) / n_steps, the
+--     k-th spanning [t_ns + (k-1) d, t_ns + k d): per row, n = (steps ended by e) - (steps started before s).
 --     Approximation: the wait between FIRST_TOKEN and DECODE_START (KV transfer) is not a gap here (it is in
 --     TPOT), and a request migrated to another instance is followed on its DECODE_START instance only.
 --     Approximation bounding the work: back-to-back rows of an instance whose step lengths fall in the same 1 %
@@ -66,7 +67,8 @@ spans AS (
 sim_gaps AS (
     SELECT r.run, r.req_id, (st.end_ns - st.t_ns)::DOUBLE / st.n_steps AS gap_ns,
            (least(greatest(r.e_ns - st.t_ns, 0), st.end_ns - st.t_ns) * st.n_steps) // (st.end_ns - st.t_ns)
-         - (least(greatest(r.s_ns - st.t_ns, 0), st.end_ns - st.t_ns) * st.n_steps) // (st.end_ns - st.t_ns) AS n,
+         - (least(greatest(r.s_ns - st.t_ns, 0), st.end_ns - st.t_ns) * st.n_steps + st.end_ns - st.t_ns - 1)
+           // (st.end_ns - st.t_ns) AS n,
            'steps' AS src
     FROM spans r JOIN st ON st.row_no = r.row_no
 )
