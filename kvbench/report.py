@@ -34,18 +34,21 @@ class RunData:
 
 
 def _cdf(con, name: str):
+    """CDF_POINTS quantiles of each latency over finished requests. The columns are fetched once and sorted by
+    numpy: several times faster than DuckDB's quantile_cont with a list of 400 fractions."""
     import numpy as np
     import pandas as pd
 
     from kvbench.units import ns_to_ms
 
-    ps = [float(p) for p in np.linspace(0, 1, CDF_POINTS)]
+    cols = con.execute(f"SELECT {', '.join(CDF_METRICS.values())} FROM per_request WHERE status = 'FINISH'"
+                       ).fetchnumpy()
+    ps = np.linspace(0, 1, CDF_POINTS)
     frames = []
     for metric, col in CDF_METRICS.items():
-        q = con.execute(f"SELECT quantile_cont({col}, ?) FROM per_request WHERE status = 'FINISH' "
-                        f"AND {col} IS NOT NULL", [ps]).fetchone()[0]
-        if q:
-            frames.append(pd.DataFrame({"run": name, "metric": metric, "value_ms": ns_to_ms(np.asarray(q))}))
+        values = np.ma.compressed(np.ma.masked_invalid(np.ma.asarray(cols[col], dtype=float)))
+        if len(values):
+            frames.append(pd.DataFrame({"run": name, "metric": metric, "value_ms": ns_to_ms(np.quantile(values, ps))}))
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
@@ -298,11 +301,20 @@ def _split_inputs(paths: list[Path]) -> tuple[list[Path], list[tuple[str, dict]]
 
 
 def _span_ns(run_dir: Path) -> int:
-    """How long a run's log spans (run.json counts; 0 when a killed run never wrote them)."""
-    from kvbench.runset import check_run
+    """Last event time of a run (one column scan; run.json counts are missing in killed runs)."""
+    import duckdb
 
-    counts = check_run(run_dir).get("counts") or {}
-    return int(counts.get("last_t_ns") or 0)
+    from kvbench.runset import check_parts, check_run
+
+    check_run(run_dir)
+    files = check_parts(run_dir, "events")
+    if not files:
+        return 0
+    con = duckdb.connect()
+    try:
+        return int(con.execute("SELECT coalesce(max(t_ns), 0) FROM read_parquet(?)", [files]).fetchone()[0])
+    finally:
+        con.close()
 
 
 def build_report(paths: list[Path], fmt: str = "html", slo_text: str | None = None,
