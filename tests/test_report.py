@@ -35,6 +35,9 @@ def _run(run_dir: Path, slow_ms: int = 0) -> Path:
     log = EventLog(run_dir)
     for e in sorted(events, key=lambda e: e.t_ns):
         log.emit(tuple(e))
+    for req_id, arrival_ms, out, reuse in ((0, 0, 5, 5), (1, 50, 4, 0), (2, 100, 3, 0)):
+        # req_id, session, turn, arrival, input 10, output, reasoning, block tokens, blocks, trace reuse, workload
+        log.requests.append((req_id, -1, 0, arrival_ms * MS, 10, out, 0, 512, 1, reuse, "hand"))
     log.close()
     write_manifest(run_dir, {"schema_version": 1, "run_id": f"hand-{EVIL}", "status": "complete",
                              "workload": {"name": EVIL_NAME, "source": "hand", "slo_ms": {"ttft": 120}},
@@ -68,6 +71,9 @@ def test_summary_values_computed_by_hand(runs, html_two: str) -> None:
     assert _cell(summary, "TPOT mean (ms)") == ["50", "50"]
     # SLO from run.json: ttft <= 120 ms. base: r0 (100) and r2 (50) good of 3; slow: r0 (100), r2 (90) good.
     assert _cell(summary, "SLO attainment") == ["66.67 %", "66.67 %"]
+    # Finished r0 (10 prompt tokens, 4 cached, trace reuse 5) and r2 (10, 0 cached, 0): 4/20 and 5/20.
+    assert _cell(summary, "prefix hit ratio, achieved") == ["20.00 %", "20.00 %"]
+    assert _cell(summary, "prefix hit ratio, trace-implied") == ["25.00 %", "25.00 %"]
     comparison = html_two.split('id="comparison"')[1].split("</section>")[0]
     assert _cell(comparison, "TTFT mean (ms)") == ["75", '<span class="worse">+20 (+26.7%)</span>']
 
