@@ -146,6 +146,10 @@ class EventLog:
         self._extra: dict[str, PartWriter] = {}
         self._prefix, self._realtime = prefix, realtime
         self.emit = self.events.append  # targets call emit(Event) at event rate: keep it a bound method
+        if realtime:
+            # pyarrow loads its compute kernels on the first dictionary_encode (~0.4 s): do it now, before the
+            # run's clock starts, not in the first flush in the middle of a real-time replay (it stalls sends).
+            _to_table([(0, 0, "ARRIVE", None, None, None, None, None, None)], EVENTS)
 
     def table(self, name: str) -> PartWriter:
         """Writer of a further table (`steps`, `server_metrics`) created on first use."""
