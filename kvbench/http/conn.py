@@ -114,60 +114,67 @@ class Connection(asyncio.Protocol):
                 self.transport.close()
 
     def _feed(self, buf: bytes, now: int) -> bytes:
-        """Advance the response state machine over `buf`; returns the body bytes found in it."""
+        """Advance the response state machine over `buf`; returns the body bytes found in it. Positions, not
+        slices, walk the buffer (no copies); a whole chunk with its CRLF is taken in one step."""
         out: list[bytes] = []
-        while buf and self.state != _DONE:
+        pos, n = 0, len(buf)
+        while pos < n and self.state != _DONE:
             st = self.state
-            if st == _DATA or st == _LENGTH:
-                piece = buf[:self.remaining]
-                out.append(piece)
-                self.remaining -= len(piece)
-                buf = buf[len(piece):]
+            if st == _SIZE:
+                i = self._eol(buf, pos)
+                if i < 0:
+                    break
+                size, start = _chunk_size(buf[pos:i]), i + 2
+                if not size:
+                    self.state, pos = _TRAILER, start
+                elif start + size + 2 <= n:  # the common case: the whole chunk is here
+                    if buf[start + size:start + size + 2] != b"\r\n":
+                        raise StreamFault("protocol", "chunk not followed by CRLF")
+                    out.append(buf[start:start + size])
+                    pos = start + size + 2
+                else:
+                    self.state, self.remaining, pos = _DATA, size, start
+            elif st == _DATA or st == _LENGTH:
+                end = min(n, pos + self.remaining)
+                out.append(buf[pos:end])
+                self.remaining -= end - pos
+                pos = end
                 if not self.remaining:
                     self.state = _CRLF if st == _DATA else _DONE
-            elif st == _EOF:
-                out.append(buf)
-                buf = b""
-            elif st == _HEAD:
-                rest = self._head(buf, now)
-                if rest is None:
-                    break
-                buf = rest
             elif st == _CRLF:
-                if len(buf) < 2:
+                if n - pos < 2:
                     break
-                if buf[:2] != b"\r\n":
+                if buf[pos:pos + 2] != b"\r\n":
                     raise StreamFault("protocol", "chunk not followed by CRLF")
-                buf, self.state = buf[2:], _SIZE
+                pos, self.state = pos + 2, _SIZE
+            elif st == _TRAILER:
+                i = self._eol(buf, pos)
+                if i < 0:
+                    break
+                if i == pos:
+                    self.state = _DONE
+                pos = i + 2
+            elif st == _EOF:
+                out.append(buf[pos:])
+                pos = n
             else:
-                rest = self._line(buf)
+                rest = self._head(buf[pos:], now)
                 if rest is None:
                     break
-                buf = rest
-        self.buf = buf if self.state != _DONE else b""
-        if self.state == _DONE and buf:
+                buf, pos, n = rest, 0, len(rest)
+        rest = buf[pos:] if pos else buf
+        self.buf = rest if self.state != _DONE else b""
+        if self.state == _DONE and rest:
             self.keep_alive = False  # more bytes than the response: do not trust this connection again
-        return b"".join(out) if len(out) != 1 else out[0]
+        return out[0] if len(out) == 1 else b"".join(out)
 
-    def _line(self, buf: bytes) -> bytes | None:
-        """A chunk-size line (_SIZE) or a trailer line (_TRAILER); returns what follows it (None: incomplete)."""
-        i = buf.find(b"\r\n")
-        if i < 0:
-            if len(buf) > MAX_LINE_BYTES:
-                raise StreamFault("protocol", "chunk-size line too long")
-            return None
-        line, rest = buf[:i], buf[i + 2:]
-        if self.state == _TRAILER:
-            if not line:
-                self.state = _DONE
-            return rest
-        try:
-            size = int(line.split(b";", 1)[0], 16)
-        except ValueError:
-            raise StreamFault("protocol", f"bad chunk size {line[:40]!r}") from None
-        self.remaining = size
-        self.state = _DATA if size else _TRAILER
-        return rest
+    @staticmethod
+    def _eol(buf: bytes, pos: int) -> int:
+        """Index of the CRLF ending the line at `pos`, or -1 while it has not arrived (bounded)."""
+        i = buf.find(b"\r\n", pos)
+        if i < 0 and len(buf) - pos > MAX_LINE_BYTES:
+            raise StreamFault("protocol", "chunk-size or trailer line too long")
+        return i
 
     def _head(self, buf: bytes, now: int) -> bytes | None:
         """Status line and headers; returns what follows them (None: incomplete)."""
@@ -215,6 +222,13 @@ def request_head(url: str, headers: dict[str, str]) -> bytes:
         merged[name.lower()] = (name, value)
     lines += [f"{name}: {value}" for name, value in merged.values()]
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+
+def _chunk_size(line: bytes) -> int:
+    try:
+        return int(line.split(b";", 1)[0], 16)  # chunk extensions after ';' are ignored
+    except ValueError:
+        raise StreamFault("protocol", f"bad chunk size {line[:40]!r}") from None
 
 
 class Pool:

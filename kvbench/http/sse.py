@@ -52,7 +52,13 @@ class SSEParser:
         out: list[bytes] = []
         try:
             for line in lines:
-                self._line(line, out)
+                if line[:6] == b"data: " and self._data is None:  # the common case, inlined
+                    self._data = line[6:]
+                elif not line and self._data is not None:
+                    out.append(self._data)
+                    self._data = None
+                else:
+                    self._line(line, out)
         except SSEError as e:
             self.error = e
         return out

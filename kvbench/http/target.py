@@ -97,7 +97,7 @@ class OpenAITarget:
     def submit(self, req: Request, at_ns: int) -> None:
         self._open += 1
         if self._loop is not None and not self._stopping and at_ns <= time.monotonic_ns() - self.ctx.t0_ns:
-            self._start(req, at_ns)  # due already (closed loop, session follow-up): skip the heap
+            self._start(req, at_ns, False)  # due already (closed loop, session follow-up): skip the heap
             return
         heappush(self._heap, (at_ns, self._seq, req))
         self._seq += 1
@@ -108,9 +108,11 @@ class OpenAITarget:
         if w is not None and not w.done():
             w.set_result(None)
 
-    def _start(self, req: Request, at_ns: int) -> None:
-        """Release a request: ARRIVE, and when an idle connection is ready, the write itself happen right here
-        (not one loop iteration later in the task), so a freed slot is refilled within microseconds."""
+    def _start(self, req: Request, at_ns: int, write_now: bool = True) -> None:
+        """Release a request: ARRIVE and the payload now; the write too when `write_now` (timed releases, so
+        they leave at the instant) and an idle connection is ready. Refills released while a response is being
+        read wait for the end of that loop iteration instead: written one by one from inside data_received, each
+        wakes the server separately, which halved throughput against a fast server (tests/bench)."""
         self._inflight[req.req_id] = req
         t0, rid = self.ctx.t0_ns, req.req_id
         self._emit(Event(at_ns, rid, ARRIVE, None, req.input_tokens))
@@ -121,7 +123,7 @@ class OpenAITarget:
                                     [], time.monotonic_ns() - t0))
             return
         resp = self._response(rid, time.monotonic_ns() - t0)
-        started = self._pool.start_idle(payload, resp)
+        started = self._pool.start_idle(payload, resp) if write_now else None
         task = self._loop.create_task(self._request(req, payload, resp, started))
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
