@@ -33,6 +33,7 @@ class Recorder:
 
     def __init__(self):
         self.status, self.data, self.ends, self.sent, self.done = None, b"", 0, 0, False
+        self.reconnects = []
 
     def on_send(self, now_ns):
         self.sent += 1
@@ -48,6 +49,9 @@ class Recorder:
 
     def on_done(self, now_ns):
         self.done = True
+
+    def on_reconnect(self, why):
+        self.reconnects.append(why)
 
 
 class Wire:
@@ -160,3 +164,32 @@ def test_keep_alive_reuses_one_connection_and_close_does_not():
     # 4 sequential requests: one connection when the server keeps it alive, 4 when it says close
     assert asyncio.run(_serve_and_request(False, 4)) == (1, [b"abc"] * 4)
     assert asyncio.run(_serve_and_request(True, 4)) == (4, [b"abc"] * 4)
+
+
+async def _stale_then_fresh() -> tuple[int, list[bytes], list[str]]:
+    """The server answers the first request of a connection and closes on the second without answering (as
+    when it closed an idle keep-alive connection the client then reused)."""
+    conns = []
+
+    async def handle(reader, writer):
+        conns.append(writer)
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    pool = Pool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", 0, 5.0)
+    sinks = [Recorder(), Recorder()]
+    for sink in sinks:
+        await pool.request(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", sink)
+    pool.close()
+    server.close()
+    return len(conns), [s.data for s in sinks], sinks[1].reconnects
+
+
+def test_a_stale_reused_connection_is_replaced_once_and_reported():
+    n_conns, bodies, reconnects = asyncio.run(_stale_then_fresh())
+    assert (n_conns, bodies) == (2, [b"ok", b"ok"])
+    assert len(reconnects) == 1 and "connection closed before the response" in reconnects[0]

@@ -38,6 +38,14 @@ class Sink(Protocol):
 
     def on_done(self, now_ns: int) -> None: ...  # after the connection went back to the pool; must not raise
 
+    def on_reconnect(self, why: str) -> None: ...  # the request is being resent on a fresh connection (stale one)
+
+
+class StaleConnection(StreamFault):
+    """A reused keep-alive connection closed before any byte of the response: the server had closed it (its
+    idle timeout, or a server such as llama-server 0.3.36 that closes after streaming while saying keep-alive)
+    and never read the request. Resent once on a new connection; the terminal event's detail says so."""
+
 
 class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection; `start` sends a request and resolves `fut` when its response ends."""
@@ -53,6 +61,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.received = 0  # body bytes of the current response
         self.pool: Pool | None = None  # a clean end puts the connection back here at once
+        self.served = 0  # responses completed on this connection
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -101,12 +110,15 @@ class Connection(asyncio.Protocol):
             return
         where = "before the response" if self.state == _HEAD else f"after {self.received} body bytes"
         why = f" ({type(exc).__name__}: {exc})" if exc else ""
-        self._finish(StreamFault("reset", f"connection closed {where}{why}"))
+        stale = self.state == _HEAD and not self.buf and self.served > 0
+        self._finish((StaleConnection if stale else StreamFault)("reset", f"connection closed {where}{why}"))
 
     def _finish(self, error: Exception | None) -> None:
         fut, self.sink, self.fut = self.fut, None, None
         if fut is not None and not fut.done():
             fut.set_exception(error) if error is not None else fut.set_result(None)
+        if error is None:
+            self.served += 1
         if error is None and self.pool is not None:
             if self.keep_alive and not self.closed:
                 self.pool.idle.append(self)
@@ -278,13 +290,21 @@ class Pool:
 
     async def request(self, payload: bytes, sink: Sink,
                       started: tuple[Connection, asyncio.Future] | None = None) -> None:
-        """Send `payload` (a complete HTTP request) and feed the response to `sink`; raises on failure."""
-        if started is not None:
-            return await self._finish(*started)
+        """Send `payload` (a complete HTTP request) and feed the response to `sink`; raises on failure.
+        A stale reused connection (see StaleConnection) is replaced once, and the sink told."""
+        try:
+            if started is not None:
+                return await self._finish(*started)
+            if self.sem is None:
+                return await self._request(payload, sink)
+            async with self.sem:
+                return await self._request(payload, sink)
+        except StaleConnection as e:
+            sink.on_reconnect(str(e))
         if self.sem is None:
-            return await self._request(payload, sink)
+            return await self._request(payload, sink, fresh=True)
         async with self.sem:
-            return await self._request(payload, sink)
+            return await self._request(payload, sink, fresh=True)
 
     def _pop_idle(self) -> Connection | None:
         while self.idle:
@@ -293,8 +313,8 @@ class Pool:
                 return c
         return None
 
-    async def _request(self, payload: bytes, sink: Sink) -> None:
-        conn = self._pop_idle() or await self._connect()
+    async def _request(self, payload: bytes, sink: Sink, fresh: bool = False) -> None:
+        conn = (None if fresh else self._pop_idle()) or await self._connect()
         fut = asyncio.get_running_loop().create_future()
         conn.start(payload, sink, fut)
         await self._finish(conn, fut)

@@ -41,7 +41,11 @@ class Response:
         """The request bytes are being written (after any connect): SEND, on the first attempt only."""
         self.start_ns = self.io_ns = now_ns - self.t0_ns
         if self.send_event:
+            self.send_event = False
             self.emit(Event(self.start_ns, self.rid, SEND))
+
+    def on_reconnect(self, why: str) -> None:
+        self.notes.append(f"reconnected after a stale keep-alive connection ({why})")
 
     def on_head(self, status: int, now_ns: int) -> None:
         self.status, self.headers, self.io_ns = status, True, now_ns - self.t0_ns

@@ -249,7 +249,7 @@ class OpenAITarget:
                 if fault is None or fault[0] not in RETRYABLE or resp.tokens or len(notes) >= self.prof.retries:
                     break
                 notes.append(f"retry {len(notes) + 1} after {fault[0]}: {fault[1]}")
-                resp, started = self._response(rid, time.monotonic_ns() - t0, False, list(notes)), None
+                resp, started = self._response(rid, time.monotonic_ns() - t0, False, resp.notes + notes[-1:]), None
         except asyncio.CancelledError:
             self._terminal(Event(time.monotonic_ns() - t0, rid, CANCEL, detail="interrupted"))
             return
@@ -257,7 +257,7 @@ class OpenAITarget:
             return  # FINISH was emitted when the last bytes arrived (_completed)
         if resp.tokens:
             emit(Event(resp.last_ns, rid, LAST_TOKEN, None, resp.tokens))
-        self._terminal(terminal(resp, req, fault, notes, time.monotonic_ns() - t0))
+        self._terminal(terminal(resp, req, fault, resp.notes, time.monotonic_ns() - t0))
 
     async def _attempt(self, payload: bytes, resp: Response, started=None) -> tuple[str, str] | None:
         """Send once (unless `started` already did) and read the response into `resp`; None on success, else

