@@ -19,9 +19,10 @@ def expand(runs: Sequence[str | Path]) -> list[Path]:
     for item in runs:
         text = str(item)
         if not Path(text).exists() and any(c in text for c in "*?["):
-            matches = sorted(p for p in glob.glob(text) if Path(p).is_dir())
+            # a pattern like reports/* also matches folders that are not runs (baselines/): keep the runs
+            matches = sorted(p for p in glob.glob(text) if (Path(p) / "run.json").is_file())
             if not matches:
-                raise ConfigError(f"{text}: no run directory matches this pattern")
+                raise ConfigError(f"{text}: no run directory (with a run.json) matches this pattern")
             out.extend(Path(p) for p in matches)
         else:
             out.append(Path(text))

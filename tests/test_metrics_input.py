@@ -37,7 +37,13 @@ def test_missing_dir_and_missing_run_json(tmp_path, run):
 
 
 def test_glob_matching_nothing(tmp_path):
-    _one_line_error([str(tmp_path / "runs-*")], "runs-*", "no run directory matches")
+    _one_line_error([str(tmp_path / "runs-*")], "runs-*", "no run directory (with a run.json) matches")
+
+
+def test_glob_keeps_only_run_directories(tmp_path, run):
+    (tmp_path / "baselines").mkdir()  # a folder beside the runs that is not a run
+    con = open_runs([str(tmp_path / "*")])
+    assert con.execute("SELECT DISTINCT run FROM events").fetchall() == [("r",)]
 
 
 def test_truncated_parquet(run):
@@ -81,7 +87,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, run):
     p = _cli("summary", str(run))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "no run.json" in p.stderr
     p = _cli("sql", str(tmp_path / "r2-*"), "SELECT 1")
-    assert p.returncode == 2 and "no run directory matches" in p.stderr
+    assert p.returncode == 2 and "no run directory (with a run.json) matches" in p.stderr
 
 
 def test_cli_sql_query_error_exits_2(run):
