@@ -81,6 +81,7 @@ def collect_run(run_dir: Path, name: str, slo, bucket_s: float) -> RunData:
     manifest = check_run(run_dir)
     slo = slo if slo is not None else metrics.slo_from_manifest(manifest)
     con = open_runs([run_dir])
+    con.execute("SET enable_progress_bar = false")  # stdout is the user's; rich shows progress
     try:
         summary = figures(con, slo)  # also builds per_request and the kv_transfers temp table
         ts = metrics.timeseries(con, bucket_s, slo)

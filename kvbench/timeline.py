@@ -20,6 +20,7 @@ _OPENS_SIM = {"SEND": "queue", "PREFILL_START": "prefill", "KV_XFER_START": "tra
               "PREEMPT": "queue (preempted)", "MIGRATE": "transfer", "PREFILL_END": None, "KV_XFER_END": None}
 _OPENS_REAL = {"ARRIVE": "client lag", "SEND": "waiting first token", "FIRST_TOKEN": "streaming"}
 _TERMINAL = ("FINISH", "ERROR", "REJECT", "CANCEL")
+_FAILED = _TERMINAL[1:]
 STEPS_PID, REQUESTS_PID = 0, 1
 
 
@@ -29,19 +30,21 @@ class Slice:
     name: str
     instance: str  # "" for real runs
     start_ns: int
-    end_ns: int
+    end_ns: int  # == start_ns for a failure marker (ERROR/REJECT/CANCEL), drawn as an instant event
+    detail: str | None = None
 
 
 def phases(rows: Iterable[tuple], sim: bool) -> Iterator[Slice]:
-    """Rows (req_id, t_ns, kind, instance) sorted by (req_id, t_ns) -> the request phases as slices.
+    """Rows (req_id, t_ns, kind, instance, detail) sorted by (req_id, t_ns) -> the request phases as slices.
 
     A small state machine per request: a kind in the table opens a phase (closing the open one); a terminal
-    event closes it. For sim runs a phase sits on the instance of the event that opened it (ROUTE names the
-    instance the queue is on); zero-length phases are dropped."""
+    event closes it, and a failed end adds a marker carrying its detail. For sim runs a phase sits on the
+    instance of the event that opened it (ROUTE names the instance the queue is on); zero-length phases are
+    dropped."""
     opens = _OPENS_SIM if sim else _OPENS_REAL
     cur_req, open_ = None, None  # open_: [name, start_ns, instance]
     last_inst = ""
-    for req_id, t, kind, inst in rows:
+    for req_id, t, kind, inst, detail in rows:
         if req_id != cur_req:
             cur_req, open_, last_inst = req_id, None, ""
         inst = (inst or last_inst) if sim else ""
@@ -52,6 +55,8 @@ def phases(rows: Iterable[tuple], sim: bool) -> Iterator[Slice]:
         if kind in opens or kind in _TERMINAL:
             if open_ is not None and t > open_[1]:
                 yield Slice(req_id, open_[0], open_[2], open_[1], t)
+            if kind in _FAILED:
+                yield Slice(req_id, kind, inst, t, t, detail)
             name = opens.get(kind)
             open_ = [name, t, inst] if name else None
         last_inst = inst or last_inst
@@ -83,9 +88,16 @@ def request_events(slices: list[Slice], sim: bool, pid_of: dict[str, int]) -> li
         by_inst.setdefault(inst, []).append((a, b, req))
     lanes = {inst: assign_lanes(iv) for inst, iv in by_inst.items()}
     lane_base = 1 if sim else 0  # sim lane 0 of each instance is its steps track
-    return [{"ph": "X", "name": s.name, "cat": "request", "pid": pid_of[s.instance],
+    out = []
+    for s in slices:
+        e = {"ph": "X", "name": s.name, "cat": "request", "pid": pid_of[s.instance],
              "tid": lane_base + lanes[s.instance][s.req_id], "ts": ns_to_us(s.start_ns),
-             "dur": ns_to_us(s.end_ns - s.start_ns), "args": {"req_id": s.req_id}} for s in slices]
+             "dur": ns_to_us(s.end_ns - s.start_ns), "args": {"req_id": s.req_id}}
+        if s.name in _FAILED:  # an instant marker on the request's lane, with the failure's detail
+            del e["dur"]
+            e.update(ph="i", s="t", cat="failure", args={"req_id": s.req_id, "detail": s.detail or ""})
+        out.append(e)
+    return out
 
 
 def step_events(steps, pid_of: dict[str, int]) -> list[dict]:
@@ -133,7 +145,8 @@ def _read(con, run_dir: Path, max_requests: int):
     con.execute("CREATE TEMP TABLE sel AS SELECT req_id, min(t_ns) AS t0 FROM events GROUP BY req_id "
                 "ORDER BY t0, req_id LIMIT ?", [max_requests])
     total = con.execute("SELECT count(DISTINCT req_id) FROM events").fetchone()[0]
-    rows = con.execute(f"SELECT req_id, t_ns, CAST(kind AS VARCHAR), instance FROM events "
+    rows = con.execute(f"SELECT req_id, t_ns, CAST(kind AS VARCHAR), instance, "
+                       f"CASE WHEN kind IN ('ERROR', 'REJECT', 'CANCEL') THEN detail END FROM events "
                        f"WHERE req_id IN (SELECT req_id FROM sel) AND kind <> 'CHUNK' "
                        f"ORDER BY req_id, t_ns, {_rank_sql()}").fetchall()
     return rows, total
@@ -159,6 +172,7 @@ def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # stdout is the user's; rich shows progress
     rows, total = _read(con, run_dir, max_requests)
     sim = manifest.get("target", {}).get("kind") == "sim" or (run_dir / "steps").is_dir()
     slices = list(phases(rows, sim))

@@ -35,7 +35,7 @@ def _check_valid(trace: dict) -> dict[tuple[int, int], list[tuple[int, int, str]
     """Every event has a known phase and its fields; X slices per (pid, tid) never overlap (checked in ns)."""
     tracks: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
     for e in trace["traceEvents"]:
-        assert e["ph"] in {"X", "M", "C"}, e
+        assert e["ph"] in {"X", "M", "C", "i"}, e
         assert isinstance(e["pid"], int) and isinstance(e["name"], str)
         if e["ph"] == "X":
             assert e["dur"] >= 0 and e["ts"] >= 0
@@ -81,6 +81,9 @@ def test_sim_trace_has_instance_tracks_steps_and_phases(tmp_path: Path) -> None:
     assert tracks[(pid["prefill-0"], 1)] == [(0, 2 * MS, "queue"), (2 * MS, 10 * MS, "prefill")]
     assert tracks[(pid["prefill-0"], 2)] == [(1 * MS, 10 * MS, "queue"), (10 * MS, 15 * MS, "prefill")]
     assert tracks[(pid["decode-0"], 1)] == [(10 * MS, 12 * MS, "transfer"), (12 * MS, 30 * MS, "decode")]
+    (marker,) = [e for e in trace["traceEvents"] if e["ph"] == "i"]  # request 1's ERROR, on its lane
+    assert (marker["pid"], marker["tid"], marker["ts"]) == (pid["prefill-0"], 2, 15_000.0)  # 15 ms in µs
+    assert marker["args"] == {"req_id": 1, "detail": "oom: <script>alert(1)</script>"}
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
     assert [c["args"]["used"] for c in counters] == [3, 7, 11]  # decode-0 sorts first by instance name
     assert trace["otherData"]["kind"] == "sim" and trace["otherData"]["requests"] == 2
