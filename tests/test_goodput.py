@@ -101,3 +101,12 @@ def test_goodput_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
         res = subprocess.run(base + extra + ["--out", str(tmp_path / "o")], capture_output=True, text=True,
                              timeout=60)
         assert res.returncode == 2 and needle in res.stderr and res.stderr.count("\n") == 1, res.stderr
+
+
+def test_gpus_of_a_sim_cluster_are_instances_times_tp() -> None:
+    from kvbench.goodput import _sim_gpus
+    from kvbench.target import resolve
+
+    # adapters/pd-2p2d.toml: 2 prefill + 2 decode instances at tp 1 -> 4 GPUs; fixed targets have none.
+    assert _sim_gpus(resolve("sim:pd-2p2d")) == 4
+    assert _sim_gpus(resolve("fixed:servers=1")) is None
