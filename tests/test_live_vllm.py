@@ -39,4 +39,4 @@ def test_vllm_replay_exact_lengths_and_block_cached_tokens(vllm_url, tmp_path):
     got = duckdb.sql(f"SELECT req_id, tokens, cached_tokens FROM read_parquet('{run_dir}/events/*.parquet') "
                      f"WHERE kind = 'FINISH' ORDER BY req_id").fetchall()
     assert [(r, t) for r, t, _ in got] == [(0, 12), (1, 20), (2, 16)]
-    assert got[0][2] == 0 and got[2][2] == 512 // BLOCK * BLOCK
+    assert got[0][2] == 0 and got[1][2] == 0 and got[2][2] == 512 // BLOCK * BLOCK
