@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvbench.records import Request
+from kvbench.records import Event, Request
 from kvbench.sim.cost import cost_model
 from kvbench.sim.spec import link
 from kvbench.sim.transfer import exposed_ns
@@ -118,3 +118,33 @@ def test_long_prompt_split_across_prefill_instances_is_faster():
     # context parallel pays the KV of all earlier tokens per slice: slower than pipeline here
     cp, _, _ = run_sim(pd(4, 1, long_context={**long_ctx, "mode": "context_parallel"}), [req])
     assert by_kind(cp, 0)["PREFILL_END"].t_ns > t_split
+
+
+def _with_dram_blocks(link, hbm_blocks=()):
+    params = colocated(tiers={"dram": {"capacity_tokens": "1M", "link": link}})
+    _, _, t = run_sim(params, [])
+    t.node_tiers[0]["dram"].insert([1, 2, 3])
+    hbm = t.engines[0].hbm
+    hbm.capacity_blocks = 100
+    hbm.insert(hbm_blocks)
+    t.submit(Request(0, 0, 2048, 2, (1, 2, 3, 4)), 0)
+    events = []
+    t.run(lambda ev: events.append(Event(*ev)))
+    return by_kind(events, 0)
+
+
+def test_cached_prefix_is_loaded_only_when_loading_beats_recomputing():
+    # 3 blocks (1,536 tokens, 201 MB) in host DRAM over PCIe5 (54.4 GB/s): 3.7 ms to load vs ~50 ms to
+    # recompute them -> loaded: KV_XFER_START/END on pcie5, then only 512 tokens are computed.
+    ev = _with_dram_blocks("pcie5")
+    assert ev["FIRST_TOKEN"].cached_tokens == 1536 and ev["FIRST_TOKEN"].tier == "dram"
+    assert ev["KV_XFER_START"].tier == "pcie5" and ev["KV_XFER_START"].nbytes == 1536 * 131072
+    load = ev["KV_XFER_END"].t_ns
+    assert ev["PREFILL_START"].t_ns == load and ev["FIRST_TOKEN"].t_ns == load + H100_8B.prefill_ns(512, 1536)
+    # over a 1 GB/s link the same load takes 201 ms > the ~50 ms saved: recompute everything instead
+    slow = {"alpha_ns": 1000, "bytes_per_s": 1e9}
+    ev = _with_dram_blocks(slow)
+    assert ev["FIRST_TOKEN"].cached_tokens == 0 and "KV_XFER_START" not in ev
+    # block 2 in HBM but block 1 only in DRAM: without the load the HBM prefix is empty (lookup stops at 1)
+    ev = _with_dram_blocks(slow, hbm_blocks=[2])
+    assert ev["FIRST_TOKEN"].cached_tokens == 0 and ev["FIRST_TOKEN"].tier is None

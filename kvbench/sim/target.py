@@ -151,34 +151,36 @@ class SimTarget:
         if not total:
             return e.enqueue(job, t)
         cost, n_in = e.pricer.cost, job.n_in
-        hbm_tok = min(counts[0] * pbt, n_in - 1)
+        lead = counts[0] if counts[0] == total else e.hbm.match(hashes)  # HBM-only prefix: its leading run
+        hbm_tok = min(lead * pbt, n_in - 1)
         all_tok = min(total * pbt, n_in - 1)
-        use = counts[:1]
-        if all_tok > hbm_tok:
-            load = max(transfer_ns(tier.link.link, c * pbt * self.kv_bytes, c) for tier, c in zip(chain[1:], counts[1:])
-                       if c)
-            if load < cost.prefill_ns(n_in - hbm_tok, hbm_tok) - cost.prefill_ns(n_in - all_tok, all_tok):
-                use = counts
-        cached = all_tok if len(use) > 1 else hbm_tok
+        load = all_tok > hbm_tok and max(
+            transfer_ns(tier.link.link, c * pbt * self.kv_bytes, c) for tier, c in zip(chain[1:], counts[1:]) if c
+        ) < cost.prefill_ns(n_in - hbm_tok, hbm_tok) - cost.prefill_ns(n_in - all_tok, all_tok)
+        cached = all_tok if load else hbm_tok
         job.cached, job.ctx, job.prefill_left = cached, cached, n_in - cached
-        deepest = max((i for i, c in enumerate(use) if c), default=-1)
-        job.hit_tier = chain[deepest].kind if deepest >= 0 else None
         if counts[0]:
             e.hbm.touch(hashes[:total])  # a hit refreshes the blocks' LRU position
-        if len(use) == 1 or deepest == 0:
+        if not load:
+            job.hit_tier = "hbm" if lead else None
             return e.enqueue(job, t)
+        deepest = max(i for i, c in enumerate(counts) if c)
+        job.hit_tier = chain[deepest].kind
+        self._load(t, job, e, chain, counts, hashes[:total], chain[deepest].link.link.name, cached - hbm_tok)
+
+    def _load(self, t: int, job: Job, e, chain, counts, hashes, link_name: str, tokens: int) -> None:
+        """Bring the lower tiers' blocks into HBM, each tier over its own link, in parallel."""
+        pbt = self.cfg.prefix_block_tokens
         end, nbytes, names = t, 0, []
         for tier, c in zip(chain[1:], counts[1:]):
-            if c:  # each tier's blocks come over its own link, in parallel
+            if c:
                 msgs, _ = messages_for(self.model, c * pbt, e.bs, self.gran)
                 end = max(end, tier.link.start(t, c * pbt * self.kv_bytes, msgs))
                 nbytes += c * pbt * self.kv_bytes
                 tier.hit_blocks += c
-                tier.touch(hashes[:total])  # promotion leaves the lower copy, refreshed
+                tier.touch(hashes)  # promotion leaves the lower copy, refreshed
                 names.append(f"{tier.kind}={c * pbt}")
-        detail = "load " + ",".join(names)
-        self.emit((t, job.rid, KV_XFER_START, e.name, cached - hbm_tok, None, chain[deepest].link.link.name, nbytes,
-                   detail))
+        self.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link_name, nbytes, "load " + ",".join(names)))
         job.load_until_ns = end
         job.engine = e
         self.loop.at(end, self._loaded, job)
