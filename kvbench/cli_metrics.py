@@ -7,13 +7,12 @@ from typing import Optional
 
 import typer
 
-SLO_HELP = ("SLO thresholds in ms, vLLM keys plus Mooncake's tbt: e.g. ttft=200,tpot=50,e2el=5000,tbt=100 "
-            "[default: the workload's SLOs from run.json].")
+SLO_HELP = "SLO thresholds in ms, vLLM keys plus Mooncake's tbt: e.g. ttft=200,tpot=50,e2el=5000,tbt=100"
 
 
 def summary_cmd(
     run: Path = typer.Argument(..., help="Run directory (holds run.json and events/)."),
-    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP),
+    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP + " (default: the workload's SLOs in run.json)."),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json to stdout instead of tables."),
     bucket: float = typer.Option(1.0, "--bucket", help="Time bucket of the time series in summary.json, in seconds."),
 ) -> None:
@@ -37,7 +36,7 @@ def sql_cmd(
                                                 "server_metrics, per_request (each has a `run` column)."),
     csv: bool = typer.Option(False, "--csv", help="Print CSV instead of a table."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON records instead of a table."),
-    slo: Optional[str] = typer.Option(None, "--slo", help="SLOs for per_request.good (" + SLO_HELP + ")"),
+    slo: Optional[str] = typer.Option(None, "--slo", help="SLOs for per_request.good: " + SLO_HELP + "."),
     limit: int = typer.Option(100, "--limit", help="Rows shown in the table (CSV/JSON print all)."),
 ) -> None:
     """Run a DuckDB query over one or several runs."""
@@ -53,7 +52,8 @@ def sql_cmd(
 def compare_cmd(
     base: Path = typer.Argument(..., help="Baseline run directory or its summary.json."),
     cand: Path = typer.Argument(..., help="Candidate run directory or its summary.json."),
-    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP),
+    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP + ", for sides given as run directories "
+                                                                "(default: each run's workload SLOs)."),
     resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples for the confidence intervals."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     all_metrics: bool = typer.Option(False, "--all", help="Show every metric, not only the headline ones."),
@@ -71,7 +71,8 @@ def gate_cmd(
     rules: Path = typer.Option(Path("reports/gates.toml"), "--rules", help="Gate rules (TOML)."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per rule)."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown table here (CI job summary)."),
-    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP + " Used for runs given as directories."),
+    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP + ", for sides given as run directories "
+                                                                "(default: the SLOs the baseline was summarised with)."),
 ) -> None:
     """Check a candidate against a baseline and/or limits; exit 0 pass, 1 regression, 2 bad input."""
     from kvbench import gate_run
