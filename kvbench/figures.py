@@ -42,13 +42,13 @@ def _latency(con: "duckdb.DuckDBPyConnection", out: dict[str, Any]) -> None:
 
 
 def _itl(con: "duckdb.DuckDBPyConnection", out: dict[str, Any]) -> None:
-    df = con.execute(sql_text("itl")).df()
-    n = int(df["n"].sum()) if len(df) else 0
+    data = con.execute(sql_text("itl")).fetchnumpy()
+    values, weights = data["gap_ns"], data["n"]
+    n = int(weights.sum()) if len(weights) else 0
     out["itl_ms.count"] = n
     if not n:
         out.update({f"itl_ms.{s}": None for s in STATS[1:]})
         return
-    values, weights = df["gap_ns"].to_numpy(), df["n"].to_numpy()
     out["itl_ms.mean"] = ns_to_ms(float((values * weights).sum() / n))
     qs = weighted_quantiles(values, weights, [p for _, p in PERCENTILES])
     out.update({f"itl_ms.{name}": ns_to_ms(float(q)) for (name, _), q in zip(PERCENTILES, qs)})

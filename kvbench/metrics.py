@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kvbench.config import ConfigError
 from kvbench.runset import open_runs
@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     import duckdb
     import pandas
 
-__all__ = ["Slo", "parse_slo", "open_runs", "per_request", "summary", "timeseries", "itl_gaps", "instance_load",
-           "kv_transfers", "sql_text", "PERCENTILES", "LATENCIES"]
+__all__ = ["Slo", "parse_slo", "slo_from_ms", "slo_from_manifest", "open_runs", "prepare", "per_request", "summary",
+           "timeseries", "itl_gaps", "instance_load", "kv_transfers", "sql_text", "PERCENTILES", "LATENCIES"]
 
 SQL_DIR = Path(__file__).with_name("sql")
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
@@ -152,8 +152,3 @@ def summary(run_dir: str | Path, slo: Slo | None = None) -> dict[str, Any]:
     finally:
         con.close()
 
-
-def open_and_prepare(runs: Sequence[str | Path], slo: Slo | None = None) -> "duckdb.DuckDBPyConnection":
-    con = open_runs(runs)
-    prepare(con, slo)
-    return con
