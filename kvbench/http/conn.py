@@ -127,58 +127,67 @@ class Connection(asyncio.Protocol):
 
     def _feed(self, buf: bytes, now: int) -> bytes:
         """Advance the response state machine over `buf`; returns the body bytes found in it. Positions, not
-        slices, walk the buffer (no copies); a whole chunk with its CRLF is taken in one step."""
+        slices, walk the buffer (no copies)."""
         out: list[bytes] = []
         pos, n = 0, len(buf)
         while pos < n and self.state != _DONE:
-            st = self.state
-            if st == _SIZE:
-                i = self._eol(buf, pos)
-                if i < 0:
-                    break
-                size, start = _chunk_size(buf[pos:i]), i + 2
-                if not size:
-                    self.state, pos = _TRAILER, start
-                elif start + size + 2 <= n:  # the common case: the whole chunk is here
-                    if buf[start + size:start + size + 2] != b"\r\n":
-                        raise StreamFault("protocol", "chunk not followed by CRLF")
-                    out.append(buf[start:start + size])
-                    pos = start + size + 2
-                else:
-                    self.state, self.remaining, pos = _DATA, size, start
-            elif st == _DATA or st == _LENGTH:
-                end = min(n, pos + self.remaining)
-                out.append(buf[pos:end])
-                self.remaining -= end - pos
-                pos = end
-                if not self.remaining:
-                    self.state = _CRLF if st == _DATA else _DONE
-            elif st == _CRLF:
-                if n - pos < 2:
-                    break
-                if buf[pos:pos + 2] != b"\r\n":
-                    raise StreamFault("protocol", "chunk not followed by CRLF")
-                pos, self.state = pos + 2, _SIZE
-            elif st == _TRAILER:
-                i = self._eol(buf, pos)
-                if i < 0:
-                    break
-                if i == pos:
-                    self.state = _DONE
-                pos = i + 2
-            elif st == _EOF:
-                out.append(buf[pos:])
-                pos = n
-            else:
+            if self.state == _HEAD:
                 rest = self._head(buf[pos:], now)
                 if rest is None:
                     break
                 buf, pos, n = rest, 0, len(rest)
+                continue
+            step = self._body_step(buf, pos, n, out)
+            if step < 0:
+                break  # the element at `pos` is incomplete: it stays buffered
+            pos = step
         rest = buf[pos:] if pos else buf
         self.buf = rest if self.state != _DONE else b""
         if self.state == _DONE and rest:
             self.keep_alive = False  # more bytes than the response: do not trust this connection again
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def _body_step(self, buf: bytes, pos: int, n: int, out: list[bytes]) -> int:
+        """One step of the body from `pos`: the new position, or -1 when more bytes are needed."""
+        st = self.state
+        if st == _SIZE:
+            i = self._eol(buf, pos)
+            if i < 0:
+                return -1
+            size, start = _chunk_size(buf[pos:i]), i + 2
+            if not size:
+                self.state = _TRAILER
+                return start
+            if start + size + 2 <= n:  # the common case: the whole chunk and its CRLF are here
+                if buf[start + size:start + size + 2] != b"\r\n":
+                    raise StreamFault("protocol", "chunk not followed by CRLF")
+                out.append(buf[start:start + size])
+                return start + size + 2
+            self.state, self.remaining = _DATA, size
+            return start
+        if st == _DATA or st == _LENGTH:
+            end = min(n, pos + self.remaining)
+            out.append(buf[pos:end])
+            self.remaining -= end - pos
+            if not self.remaining:
+                self.state = _CRLF if st == _DATA else _DONE
+            return end
+        if st == _CRLF:
+            if n - pos < 2:
+                return -1
+            if buf[pos:pos + 2] != b"\r\n":
+                raise StreamFault("protocol", "chunk not followed by CRLF")
+            self.state = _SIZE
+            return pos + 2
+        if st == _TRAILER:
+            i = self._eol(buf, pos)
+            if i < 0:
+                return -1
+            if i == pos:
+                self.state = _DONE
+            return i + 2
+        out.append(buf[pos:])  # _EOF: everything until the close
+        return n
 
     @staticmethod
     def _eol(buf: bytes, pos: int) -> int:
