@@ -141,6 +141,8 @@ def _read(con, run_dir: Path, max_requests: int):
     """(event rows of the first `max_requests` requests by arrival, total request count)."""
     from kvbench.eventlog import table_glob
 
+    if not any((run_dir / "events").glob("*.parquet")):
+        return [], 0  # a run killed before its first flush: an empty trace, not an error
     con.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet('{table_glob(run_dir)}')")
     con.execute("CREATE TEMP TABLE sel AS SELECT req_id, min(t_ns) AS t0 FROM events GROUP BY req_id "
                 "ORDER BY t0, req_id LIMIT ?", [max_requests])
@@ -174,7 +176,7 @@ def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")  # stdout is the user's; rich shows progress
     rows, total = _read(con, run_dir, max_requests)
-    sim = manifest.get("target", {}).get("kind") == "sim" or (run_dir / "steps").is_dir()
+    sim = (manifest.get("target") or {}).get("kind") == "sim" or any((run_dir / "steps").glob("*.parquet"))
     slices = list(phases(rows, sim))
     t_lo = min((r[1] for r in rows), default=0)
     t_hi = max((r[1] for r in rows), default=0)
