@@ -144,7 +144,9 @@ def run_probe(plan: ProbePlan, rate: float) -> Probe:
         wl, scale = load.retime_poisson(wl, rate, plan.seed), 1.0
     wl = load.shape(wl, time_scale=scale, max_requests=plan.max_requests)
     run_dir = plan.out_dir / f"rate-{rate:.6g}"
-    execute(wl, plan.spec, RunOptions(plan.seed, None, run_dir))
+    _, stats = execute(wl, plan.spec, RunOptions(plan.seed, None, run_dir))
+    if stats.status == "interrupted":  # Ctrl-C during a probe ends the search (exit 130), the runs are kept
+        raise KeyboardInterrupt
     df = per_request(open_runs([run_dir]), plan.slo)
     attained = float(df["good"].fillna(False).astype(bool).mean()) if len(df) else 0.0
     return Probe(rate, attained, len(df), str(run_dir))
