@@ -125,7 +125,8 @@ def test_every_preset_parses_and_builds(tmp_path, name):
 def test_dp_attention_multiplies_mla_kv_capacity(tmp_path):
     # DeepSeek-V3 (MLA: one latent per token, replicated on every TP rank) on 8 x H200: with DP attention each
     # rank holds its own requests' latents once, so the instance holds tp / min(tp, n_kv_heads=1) = 8x the tokens.
-    text = GOOD.replace('model = "Llama-3.1-8B"', 'model = "DeepSeek-V3"').replace('gpu = "H100"', 'gpu = "H200"\ntp = 8')
+    text = GOOD.replace('model = "Llama-3.1-8B"', 'model = "DeepSeek-V3"')
+    text = text.replace('gpu = "H100"', 'gpu = "H200"\ntp = 8')
     plain = build(tmp_path, text)
     dp = build(tmp_path, text, ["pools.decode.dp_attention=true"])
     assert plain.engines[2].kv_total > 0

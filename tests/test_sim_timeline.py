@@ -25,7 +25,7 @@ def test_one_request_on_an_idle_colocated_instance():
     assert ev["FIRST_TOKEN"].t_ns == prefill
     assert ev["LAST_TOKEN"].t_ns == ev["FINISH"].t_ns == prefill + decode
     assert [e.kind for e in events] == ["ARRIVE", "SEND", "ROUTE", "PREFILL_START", "PREFILL_END", "FIRST_TOKEN",
-                                        "LAST_TOKEN", "FINISH"]
+                                        "DECODE_START", "LAST_TOKEN", "FINISH"]
     assert ev["FINISH"].tokens == 10 and ev["FINISH"].cached_tokens == 0
     # one step row for the prefill, ONE row for the 9 decode steps (never one per token)
     assert [(r[3], r[4], r[5], r[6]) for r in steps] == [(1, 1, 1000, 0), (9, 1, 0, 1)]
@@ -60,6 +60,7 @@ def test_pd_single_request_pays_only_the_exposed_transfer():
     assert ev["PREFILL_END"].t_ns == prefill and ev["PREFILL_END"].instance == "prefill-0"
     assert ev["KV_XFER_END"].t_ns == ev["FIRST_TOKEN"].t_ns == prefill + exposed
     assert ev["KV_XFER_START"].nbytes == 131_072_000 and ev["KV_XFER_START"].tier == "nvlink-h100"
+    assert ev["KV_XFER_END"].tier == "nvlink-h100"
     assert ev["FINISH"].t_ns == prefill + exposed + H100_8B.decode_run_ns(1, 1000, 9)
     assert ev["FINISH"].instance == "decode-0"
 

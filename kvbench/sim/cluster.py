@@ -1,4 +1,4 @@
-"""Sim deployment profiles: TOML tables -> frozen, validated dataclasses (one-line ConfigError before any simulation)."""
+"""Sim deployment profiles: TOML -> frozen, validated dataclasses (one-line ConfigError before any simulation)."""
 
 from __future__ import annotations
 

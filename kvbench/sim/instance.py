@@ -306,7 +306,7 @@ class Engine:
         job.state = HANDOFF
 
     def start_decode(self, job: Job, steps: int) -> None:
-        """A job whose prefill finished here (colocated, or recompute) continues decoding here (called at a step end)."""
+        """A job whose prefill finished here (colocated, or recompute) decodes here; called at a step end."""
         job.kv = job.ctx
         self._join(job, steps)
 

@@ -81,7 +81,8 @@ class LongContext:
             msgs, _ = messages_for(sim.model, tokens, src.bs, sim.gran)
             end = max(end, sim.links.on(src.node, ref).start(t, tokens * sim.kv_bytes, msgs))
             nbytes += tokens * sim.kv_bytes
-        sim.emit((t, job.rid, KV_XFER_START, job.engine.name, job.n_in, None, sim.cfg.transfer.link, nbytes,
+        name = sim.links.spec(sim.cfg.transfer.link, "").name
+        sim.emit((t, job.rid, KV_XFER_START, job.engine.name, job.n_in, None, name, nbytes,
                   f"to {dst.name} from {len(job.parts)} instances"))
         sim.loop.at(end, self._landed, job)
 
@@ -89,6 +90,7 @@ class LongContext:
         sim = self.sim
         for part in job.parts:
             part.engine.release(part, t)
-        sim.emit((t, job.rid, KV_XFER_END, job.decode.name, job.n_in, None, None, job.n_in * sim.kv_bytes, None))
+        name = sim.links.spec(sim.cfg.transfer.link, "").name
+        sim.emit((t, job.rid, KV_XFER_END, job.decode.name, job.n_in, None, name, job.n_in * sim.kv_bytes, None))
         job.parts = []
         sim.decode_landed(t, job)

@@ -208,6 +208,7 @@ class SimTarget:
             if job.n_out == 1:
                 e.release(job, t)
                 return self._finish(t, job, e)
+            self.emit((t, job.rid, DECODE_START, e.name, None, None, None, None, None))
             e.start_decode(job, e.pricer.steps_for(job.n_out - 1))
             return
         e.handoff(job)
@@ -225,6 +226,10 @@ class SimTarget:
         if job.parts:
             return self.longctx.transfer(t, job)
         self._transfer(t, job, job.engine, dec, overlap=False)
+
+    def p2d_link(self, src, dst) -> str:
+        t = self.cfg.transfer
+        return self.links.spec(t.intra_link if src.node == dst.node else t.link, "").name
 
     def _transfer(self, t: int, job: Job, src, dst, overlap: bool) -> None:
         tokens = job.ctx
@@ -246,7 +251,8 @@ class SimTarget:
         self.loop.at(end, self._landed, job)
 
     def _landed(self, t: int, job: Job) -> None:
-        self.emit((t, job.rid, KV_XFER_END, job.decode.name, job.ctx, None, None, job.ctx * self.kv_bytes, None))
+        self.emit((t, job.rid, KV_XFER_END, job.decode.name, job.ctx, None, self.p2d_link(job.engine, job.decode),
+                   job.ctx * self.kv_bytes, None))
         job.engine.release(job, t)
         self.decode_landed(t, job)
 
