@@ -54,8 +54,8 @@ def make_pricer(cfg: ClusterCfg, cost, links: Links, rng: random.Random):
         return PlainPricer(cost)
     draft = None
     if sd.draft_model:
-        draft = cost_model({"model": sd.draft_model, "gpu": cost.gpu.name if hasattr(cost, "gpu") else "H100"},
-                           _where(cfg, "spec_decode.draft_model"))
+        # the draft runs on the target's GPU type, one GPU (its own device when draft_apart)
+        draft = cost_model({"model": sd.draft_model, "gpu": cost.gpu.name}, _where(cfg, "spec_decode.draft_model"))
     msg_link = links.spec(sd.draft_link, _where(cfg, "spec_decode.draft_link")) if sd.draft_apart else None
     return SpecPricer(cost, draft, msg_link, sd.k, sd.acceptance, rng)
 

@@ -12,7 +12,7 @@ class Job:
     counter value at which the job's last token is produced, so a run of n steps costs nothing per job."""
 
     __slots__ = ("req", "rid", "n_in", "n_out", "state", "engine", "decode", "prefill_left", "ctx", "cached",
-                 "hit_tier", "kv", "join_step", "end_step", "seq", "first_ns", "preempts", "load_until_ns",
+                 "hit_tier", "kv", "join_step", "end_step", "seq", "first_ns", "preempts",
                  "steps_left", "parts", "parent", "base", "pending")
 
     def __init__(self, req: Request):
@@ -33,7 +33,6 @@ class Job:
         self.seq = 0  # tie-breaker in heaps; admission order for preemption
         self.first_ns = -1  # FIRST_TOKEN time, -1 before it
         self.preempts = 0
-        self.load_until_ns = 0  # a cached prefix being loaded from a lower tier lands at this time
         self.steps_left = 0  # decode steps still to run (set when leaving a batch: preemption, migration)
         self.parts: list[Job] = []  # long-context split: the part jobs computing this prompt on several engines
         self.parent: Job | None = None  # set on a part job: the request it computes a slice of

@@ -181,7 +181,6 @@ class SimTarget:
                 tier.touch(hashes)  # promotion leaves the lower copy, refreshed
                 names.append(f"{tier.kind}={c * pbt}")
         self.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link_name, nbytes, "load " + ",".join(names)))
-        job.load_until_ns = end
         job.engine = e
         self.loop.at(end, self._loaded, job)
 
