@@ -183,13 +183,13 @@ def _plan(*, trace, workload, target, overrides, slo, arrivals, max_requests, se
         raise ConfigError(f"--arrivals must be scale or poisson, got {arrivals!r}")
     wl = load.select(trace, workload, seed)
     spec = resolve(target, overrides)
-    base = 1.0
-    if arrivals == "scale":
-        arrivals_ns = [r.arrival_ns for r in load.shape(wl, max_requests=max_requests).requests()]
-        try:
-            base = trace_rate(arrivals_ns)
-        except ValueError as e:
+    arrivals_ns = [r.arrival_ns for r in load.shape(wl, max_requests=max_requests).requests()]
+    try:
+        base = trace_rate(arrivals_ns)  # also the first probe's rate unless --start-rate says otherwise
+    except ValueError as e:
+        if arrivals == "scale":
             raise ConfigError(f"{wl.source}: {e}; use --arrivals poisson") from None
+        base = 1.0
     return ProbePlan(wl, spec, parse_slo(slo), _out_dir(out), base, arrivals, max_requests, seed)
 
 
