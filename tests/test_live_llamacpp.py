@@ -104,3 +104,19 @@ def test_metrics_exposed(llama_url):
         text = r.read().decode()
     names = {ln.split()[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
     assert {"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"} <= names
+
+
+def test_build_says_what_is_missing(tmp_path):
+    # A fresh cache (nothing built) and a PATH without cmake: `build` stops with the reason, exit 1, no traceback.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KVBENCH_CACHE": str(tmp_path), "PATH": str(tmp_path)}
+    env.pop("KVBENCH_LLAMA_SERVER", None)
+    run = [sys.executable, "-m", "kvbench.http.llamacpp"]
+    r = subprocess.run(run + ["build"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "building llama-server needs cmake, make" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "llama-server-0.3.36" / "llama-server").exists()
+    r = subprocess.run(run + ["path"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "not built" in r.stderr

@@ -250,3 +250,41 @@ def test_sim_target_timing_follows_one_request_simulation():
     # Token 8 is due at ttft + 7 * itl after the request arrived.
     assert toks[-1][0] >= want.ttft_ns + 7 * want.itl_ns - SLACK_NS
     assert toks[-1][0] < want.ttft_ns + 7 * want.itl_ns + 1_000_000_000  # generous: not a speed test
+
+
+def test_replay_through_kvbench_serve(tmp_path):
+    """kvbench's own client against kvbench serve: exact lengths, TTFT not below the configured 40 ms, and
+    cached tokens equal to the trace's reuse (a 512-token block is 512 words; the serve cache's 16-word blocks
+    tile it exactly, and the next, different block breaks the match at a 16-word boundary)."""
+    import json
+
+    import duckdb
+
+    from kvbench.run import RunOptions, execute
+    from kvbench.target import resolve
+    from kvbench.workload.load import from_trace
+
+    # (hash_ids, input tokens, output tokens). A block that is reused later is full where first seen: the trace
+    # counts a reused id as 512 tokens even if its first request had only a partial block of it.
+    rows = [([1, 2, 3], 1064, 8), ([1, 2, 4], 1064, 12), ([5, 6], 552, 4), ([1, 7, 11], 1536, 6),
+            ([1, 7, 11, 12], 1600, 10)]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 100 * i, "input_length": n, "output_length": out,
+                                         "hash_ids": ids}) + "\n"
+                             for i, (ids, n, out) in enumerate(rows)))
+    proc, url = start_serve("--target", "fixed:ttft_ms=40,itl_ms=2")
+    try:
+        run_dir, stats = execute(from_trace(trace), resolve(url), RunOptions(seed=0, out=tmp_path / "run"))
+    finally:
+        stop(proc)
+    assert stats.finished == 5
+    got = duckdb.sql(
+        f"SELECT f.req_id, f.tokens, f.cached_tokens, r.trace_reuse_tokens, r.output_tokens, s.t_ns - a.t_ns "
+        f"FROM read_parquet('{run_dir}/events/*.parquet') f JOIN read_parquet('{run_dir}/requests/*.parquet') r "
+        f"USING (req_id) JOIN read_parquet('{run_dir}/events/*.parquet') s USING (req_id) "
+        f"JOIN read_parquet('{run_dir}/events/*.parquet') a USING (req_id) "
+        f"WHERE f.kind = 'FINISH' AND s.kind = 'FIRST_TOKEN' AND a.kind = 'SEND' ORDER BY f.req_id").fetchall()
+    # Reuse by hand: [1,2,3] 0; [1,2,4] 1,2 seen = 1024; [5,6] 0; [1,7,11] 1 = 512; [1,7,11,12] 1,7,11 = 1536.
+    assert [(g[2], g[3]) for g in got] == [(0, 0), (1024, 1024), (0, 0), (512, 512), (1536, 1536)]
+    assert all(g[1] == g[4] for g in got)  # FINISH tokens == output tokens asked
+    assert all(g[5] >= 40_000_000 - SLACK_NS for g in got)  # first token not before ttft after the send
