@@ -104,18 +104,20 @@ class PrefixCache:
 
 
 class Counters:
-    __slots__ = ("requests", "running", "prompt_tokens", "cached_tokens", "generation_tokens", "errors")
+    __slots__ = ("requests", "running", "prompt_tokens", "cached_tokens", "generation_tokens", "errors",
+                 "disconnects")
 
     def __init__(self) -> None:
         self.requests = self.running = self.prompt_tokens = self.cached_tokens = 0
-        self.generation_tokens = self.errors = 0
+        self.generation_tokens = self.errors = self.disconnects = 0
 
     def prometheus(self) -> str:
         rows = [("requests_total", "counter", self.requests), ("requests_running", "gauge", self.running),
                 ("prompt_tokens_total", "counter", self.prompt_tokens),
                 ("prompt_tokens_cached_total", "counter", self.cached_tokens),
                 ("generation_tokens_total", "counter", self.generation_tokens),
-                ("request_errors_total", "counter", self.errors)]
+                ("request_errors_total", "counter", self.errors),
+                ("client_disconnects_total", "counter", self.disconnects)]
         return "".join(f"# TYPE kvbench:{n} {t}\nkvbench:{n} {v}\n" for n, t, v in rows)
 
 
@@ -246,12 +248,15 @@ class Generator:
         c.running += 1
         c.prompt_tokens += len(job.prompt_tokens)
         c.cached_tokens += cached
+        stream = _Stream(request, job, self.opts.model, self._seq, cached, plan, t0)
         try:
-            stream = _Stream(request, job, self.opts.model, self._seq, cached, plan, t0)
             return await (stream.sse() if job.stream else stream.whole())
+        except ConnectionResetError:  # the client went away mid-stream: normal for a server, not an error here
+            c.disconnects += 1
+            return web.Response(status=499)  # never sent: the connection is gone
         finally:
             c.running -= 1
-            c.generation_tokens += job.out_tokens
+            c.generation_tokens += stream.sent
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
@@ -279,12 +284,13 @@ class Generator:
 class _Stream:
     """One response: chunks of the OpenAI streaming format written at the plan's absolute deadlines."""
 
-    __slots__ = ("request", "job", "model", "rid", "cached", "plan", "t0_ns", "created")
+    __slots__ = ("request", "job", "model", "rid", "cached", "plan", "t0_ns", "created", "sent")
 
     def __init__(self, request: web.Request, job: Job, model: str, seq: int, cached: int, plan: Plan, t0_ns: int):
         self.request, self.job, self.model, self.cached, self.plan = request, job, model, cached, plan
         self.rid = f"{'chatcmpl' if job.chat else 'cmpl'}-{seq}"
         self.t0_ns, self.created = t0_ns, time.time_ns() // NS_PER_S
+        self.sent = 0  # tokens written to the client so far
 
     def usage(self) -> dict:
         p, n = len(self.job.prompt_tokens), self.job.out_tokens
@@ -322,6 +328,7 @@ class _Stream:
         for i in range(n):
             await self._until(first + i * itl)
             await resp.write(self.chunk(f" w{i}", None))
+            self.sent += 1
         await resp.write(self.chunk(None, self.finish_reason()))
         if self.job.include_usage:
             body = {"id": self.rid, "object": "chat.completion.chunk" if self.job.chat else "text_completion",
@@ -335,6 +342,7 @@ class _Stream:
         n = self.job.out_tokens
         await self._until(self.t0_ns + self.plan.ttft_ns + max(n - 1, 0) * self.plan.itl_ns)
         text = "".join(f" w{i}" for i in range(n))
+        self.sent = n
         if self.job.chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text},
                       "finish_reason": self.finish_reason()}

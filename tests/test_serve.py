@@ -215,7 +215,33 @@ def test_metrics_count_what_was_served():
     values = {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines() if not ln.startswith("#")}
     assert values == {"kvbench:requests_total": 2, "kvbench:requests_running": 0,
                       "kvbench:prompt_tokens_total": 10, "kvbench:prompt_tokens_cached_total": 4,
-                      "kvbench:generation_tokens_total": 6, "kvbench:request_errors_total": 0}
+                      "kvbench:generation_tokens_total": 6, "kvbench:request_errors_total": 0,
+                      "kvbench:client_disconnects_total": 0}
+
+
+def test_client_disconnect_mid_stream_is_counted_not_a_traceback():
+    proc, url = start_serve("--target", "fixed:ttft_ms=0,itl_ms=30")
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            async with s.post(url + "/completions", json={"prompt": "a", "max_tokens": 100, "stream": True}) as r:
+                got = 0
+                async for raw in r.content:
+                    got += raw.startswith(b"data: ")
+                    if got == 3:
+                        break  # leaving the block closes the connection mid-stream
+            await asyncio.sleep(0.3)  # ~10 more token deadlines: the server notices the closed connection
+            async with s.get(url.removesuffix("/v1") + "/metrics") as r:
+                return await r.text()
+
+    try:
+        text = asyncio.run(go())
+    finally:
+        stop(proc)
+    values = {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines() if not ln.startswith("#")}
+    assert values["kvbench:client_disconnects_total"] == 1 and values["kvbench:requests_running"] == 0
+    assert 3 <= values["kvbench:generation_tokens_total"] < 100  # counts what was written, not what was asked
+    assert "Traceback" not in proc.stderr.read()
 
 
 @pytest.mark.parametrize("target, needle", [
