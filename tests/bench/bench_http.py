@@ -15,12 +15,14 @@ The server is a raw asyncio protocol on uvloop (faster than any Python HTTP fram
 bottleneck being measured; it waits for the first token with a timer 2 ms early and then spins to the exact
 instant, and reports how late its writes still were.
 
-Figures on the 2-core CI machine kind while other jobs ran (load average 4.5-5, so every number is noisy and
-the same run's minimal aiohttp client is the fair yardstick), `--reps 3`:
-  request rate ratio 0.96-1.57 (baseline 2,600-2,900/s); CPU per streamed token 10.5-11.9 us (of which ~5 us is
-  the replayer and the Parquet event log, ~4 us framing + SSE + JSON); TTFT error p50 at concurrency 1:
-  +1.3..+2.1 ms (client lag 0.36 ms, server lateness 0.9-1.5 ms; minimal client +2.0 ms from its own send);
-  at concurrency 32: +6.4..+11.0 ms (minimal client +13.8 ms from its own send); startup 0.56-1.67 s.
+Figures on the 2-core machine while other jobs ran (load average 2-3; noisy, so the same run's minimal
+aiohttp+uvloop client is the fair yardstick), `python tests/bench/bench_http.py --reps 3`:
+  request rate: baseline 7,335/s, kvbench 8,809/s, ratio 1.20 (1.04-1.57 over runs at load 3-9);
+  TTFT error p50, concurrency 1: +1.08 ms (client lag 0.35 ms; the server's own lateness 0.70 ms; the minimal
+  client from its own send: +0.73 ms); concurrency 32: +3.60 ms (client lag 1.34 ms; minimal client +4.25 ms);
+  CPU per streamed token 13.2 us (the minimal client that parses nothing: 12.4 us; in-process, framing + SSE +
+  JSON + event is 3.5 us, the Parquet log 0.9 us: the rest is the kernel and loop wake-up per read);
+  open-loop send lag at 200 req/s p50 0.08 ms, p99 0.25 ms; startup to first request received 0.57 s.
 """
 
 from __future__ import annotations
@@ -165,6 +167,30 @@ def baseline_rate(url: str, n: int, conc: int, tokens: int) -> float:
     return uvloop.run(main())
 
 
+def baseline_cpu_per_token_us(url: str, n: int, conc: int, tokens: int) -> float:
+    """CPU per token of the minimal aiohttp+uvloop client that reads the stream and parses nothing."""
+    import aiohttp
+    import uvloop
+
+    body = json.dumps({"model": "bench", "prompt": "w " * 64, "max_tokens": tokens, "stream": True}).encode()
+
+    async def main():
+        left = [n]
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+            async def worker():
+                while left[0] > 0:
+                    left[0] -= 1
+                    async with s.post(url + "/completions", data=body,
+                                      headers={"Content-Type": "application/json"}) as r:
+                        async for _ in r.content.iter_any():
+                            pass
+            await asyncio.gather(*(worker() for _ in range(conc)))
+
+    cpu = time.process_time()
+    uvloop.run(main())
+    return (time.process_time() - cpu) / (n * tokens) * 1e6
+
+
 def baseline_ttft_ms(url: str, n: int, conc: int) -> float:
     """The minimal aiohttp+uvloop client's own TTFT error p50 (first chunk - just before post - 50 ms): what
     this machine and server allow a client that does nothing else, measured in the same conditions."""
@@ -297,8 +323,12 @@ def main() -> None:
                       f"{med(e[2] for e in errs):.3f} ms; server's own lateness p50 {med(e[3] for e in errs):.3f} ms;"
                       f" minimal aiohttp client, from its own send: p50 {med(base):+.2f} ms)")
         with ServerProcess(itl_ms=1) as srv:
-            cpu = [cpu_per_token_us(srv.url, 400 // k, 32, 64, tmp) for _ in range(a.reps)]
-            print(f"client CPU per streamed token (64 tokens 1 ms apart, concurrency 32): {med(cpu):.2f} us")
+            cpu, base_cpu = [], []
+            for _ in range(a.reps):
+                cpu.append(cpu_per_token_us(srv.url, 400 // k, 32, 64, tmp))
+                base_cpu.append(baseline_cpu_per_token_us(srv.url, 400 // k, 32, 64))
+            print(f"client CPU per streamed token (64 tokens 1 ms apart, concurrency 32): {med(cpu):.2f} us "
+                  f"(minimal aiohttp client that parses nothing: {med(base_cpu):.2f} us)")
             lags = [open_loop_lag_ms(srv.url, 400 // k, 200.0, tmp) for _ in range(a.reps)]
             print(f"open-loop send lag at 200 req/s: p50 {med(x[0] for x in lags):.3f} ms, "
                   f"p99 {med(x[1] for x in lags):.3f} ms")
