@@ -15,7 +15,7 @@ class ConfigError(ValueError):
 def line_of(text: str, key: str) -> int | None:
     """1-based line where `key = ...` (or a `[key]` table) first appears in TOML text, if found."""
     leaf = key.rsplit(".", 1)[-1]
-    pat = re.compile(rf'^\s*(?:"?{re.escape(leaf)}"?\s*=|\[+\s*{re.escape(key)}\s*\]+)', re.M)
+    pat = re.compile(rf'^[ \t]*(?:"?{re.escape(leaf)}"?\s*=|\[+\s*{re.escape(key)}\s*\]+)', re.M)
     m = pat.search(text)
     return text.count("\n", 0, m.start()) + 1 if m else None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -46,18 +47,19 @@ def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id:
     }
 
 
+_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "authorization", "auth", "bearer", "cookie"})
+
+
+def _is_secret(key: str) -> bool:
+    """api_key, x-api-key, Authorization, auth_token: yes; api_key_env, max_tokens, tokenize_path: no."""
+    words = re.split(r"[^a-z0-9]+", key.lower())
+    return words[-1] != "env" and any(w in _SECRET_WORDS for w in words)
+
+
 def _redacted(params: dict) -> dict:
-    """Never write secrets: drop values of keys that look like credentials."""
-    out = {}
-    for k, v in params.items():
-        if isinstance(v, dict):
-            out[k] = _redacted(v)
-        elif any(s in k.lower() for s in ("key", "token", "secret", "password", "authorization")) \
-                and not k.lower().endswith(("_env", "tokens")):
-            out[k] = "<redacted>"
-        else:
-            out[k] = v
-    return out
+    """Never write secrets: replace values of keys that name credentials."""
+    return {k: _redacted(v) if isinstance(v, dict) else "<redacted>" if _is_secret(k) else v
+            for k, v in params.items()}
 
 
 def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,

@@ -48,3 +48,19 @@ def test_overrides_parse_toml_values_and_never_mutate():
     assert parse_override("a.b=[1, 2]") == (["a", "b"], [1, 2])
     with pytest.raises(ConfigError, match="expected KEY=VALUE"):
         parse_override("novalue")
+
+
+def test_line_of_skips_blank_lines_to_the_key_itself():
+    from kvbench.config import line_of
+
+    assert line_of('a = 1\n\n\nname = "x"\n', "name") == 4  # not line 2 or 3 (blank lines before it)
+
+
+def test_run_json_redacts_credentials_but_not_token_counts():
+    from kvbench.run import _redacted
+
+    params = {"api_key": "sk-1", "api_key_env": "OPENAI_API_KEY", "max_tokens": 5, "tokenize_path": "/tokenize",
+              "word_tokens": 1.3, "headers": {"Authorization": "Bearer x", "x-api-key": "k", "X-Trace": "t"}}
+    assert _redacted(params) == {"api_key": "<redacted>", "api_key_env": "OPENAI_API_KEY", "max_tokens": 5,
+                                 "tokenize_path": "/tokenize", "word_tokens": 1.3,
+                                 "headers": {"Authorization": "<redacted>", "x-api-key": "<redacted>", "X-Trace": "t"}}
