@@ -35,6 +35,7 @@ from kvbench.units import NS_PER_S, ms_to_ns, us_to_ns
 
 VOCAB = 32_000  # token ids reported by /tokenize are crc32(word) % VOCAB
 DEFAULT_MAX_TOKENS = 16
+SPIN_NS = 1_200_000  # epoll rounds timeouts up to whole ms: sleep to this close to a deadline, then yield-poll
 FIXED_KEYS = ("kind", "ttft_ms", "itl_ms", "prefill_us_per_token", "eos_tokens")
 
 
@@ -105,11 +106,18 @@ class PrefixCache:
 
 class Counters:
     __slots__ = ("requests", "running", "prompt_tokens", "cached_tokens", "generation_tokens", "errors",
-                 "disconnects")
+                 "disconnects", "late_sum_ns", "late_max_ns")
 
     def __init__(self) -> None:
         self.requests = self.running = self.prompt_tokens = self.cached_tokens = 0
         self.generation_tokens = self.errors = self.disconnects = 0
+        self.late_sum_ns = self.late_max_ns = 0  # streamed token written after its deadline, by how much
+
+    def late(self, ns: int) -> None:
+        if ns > 0:
+            self.late_sum_ns += ns
+            if ns > self.late_max_ns:
+                self.late_max_ns = ns
 
     def prometheus(self) -> str:
         rows = [("requests_total", "counter", self.requests), ("requests_running", "gauge", self.running),
@@ -117,7 +125,10 @@ class Counters:
                 ("prompt_tokens_cached_total", "counter", self.cached_tokens),
                 ("generation_tokens_total", "counter", self.generation_tokens),
                 ("request_errors_total", "counter", self.errors),
-                ("client_disconnects_total", "counter", self.disconnects)]
+                ("client_disconnects_total", "counter", self.disconnects),
+                # streamed tokens: seconds between each token's deadline and its write (the server's own lateness)
+                ("token_lateness_seconds_sum", "counter", self.late_sum_ns / NS_PER_S),
+                ("token_lateness_seconds_max", "gauge", self.late_max_ns / NS_PER_S)]
         return "".join(f"# TYPE kvbench:{n} {t}\nkvbench:{n} {v}\n" for n, t, v in rows)
 
 
@@ -248,7 +259,7 @@ class Generator:
         c.running += 1
         c.prompt_tokens += len(job.prompt_tokens)
         c.cached_tokens += cached
-        stream = _Stream(request, job, self.opts.model, self._seq, cached, plan, t0)
+        stream = _Stream(request, job, self.opts.model, self._seq, cached, plan, t0, c)
         try:
             return await (stream.sse() if job.stream else stream.whole())
         except ConnectionResetError:  # the client went away mid-stream: normal for a server, not an error here
@@ -284,13 +295,15 @@ class Generator:
 class _Stream:
     """One response: chunks of the OpenAI streaming format written at the plan's absolute deadlines."""
 
-    __slots__ = ("request", "job", "model", "rid", "cached", "plan", "t0_ns", "created", "sent")
+    __slots__ = ("request", "job", "model", "rid", "cached", "plan", "t0_ns", "created", "sent", "counters")
 
-    def __init__(self, request: web.Request, job: Job, model: str, seq: int, cached: int, plan: Plan, t0_ns: int):
+    def __init__(self, request: web.Request, job: Job, model: str, seq: int, cached: int, plan: Plan, t0_ns: int,
+                 counters: Counters):
         self.request, self.job, self.model, self.cached, self.plan = request, job, model, cached, plan
         self.rid = f"{'chatcmpl' if job.chat else 'cmpl'}-{seq}"
         self.t0_ns, self.created = t0_ns, time.time_ns() // NS_PER_S
         self.sent = 0  # tokens written to the client so far
+        self.counters = counters
 
     def usage(self) -> dict:
         p, n = len(self.job.prompt_tokens), self.job.out_tokens
@@ -312,9 +325,12 @@ class _Stream:
         return b"data: " + orjson.dumps(body) + b"\n\n"
 
     async def _until(self, deadline_ns: int) -> None:
+        """Sleep to within SPIN_NS of the deadline (loop timers wake up to ~1 ms late), then yield until it."""
         delay = deadline_ns - time.monotonic_ns()
-        if delay > 0:
-            await asyncio.sleep(delay / NS_PER_S)
+        if delay > SPIN_NS:
+            await asyncio.sleep((delay - SPIN_NS) / NS_PER_S)
+        while time.monotonic_ns() < deadline_ns:
+            await asyncio.sleep(0)
 
     async def sse(self) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -328,6 +344,7 @@ class _Stream:
         for i in range(n):
             await self._until(first + i * itl)
             await resp.write(self.chunk(f" w{i}", None))
+            self.counters.late(time.monotonic_ns() - first - i * itl)
             self.sent += 1
         await resp.write(self.chunk(None, self.finish_reason()))
         if self.job.include_usage:
