@@ -140,3 +140,47 @@ def test_assign_lanes_never_overlaps_and_uses_max_overlap_lanes(spans: list[tupl
     # Half-open intervals: the most that contain one point is the fewest lanes possible, and greedy reaches it.
     depth = max((sum(a <= t < b for a, b, _ in intervals) for t in range(131)), default=0)
     assert len(by_lane) == depth
+
+
+@st.composite
+def _real_logs(draw):
+    """Requests of a real endpoint: ARRIVE <= SEND <= FIRST_TOKEN <= LAST_TOKEN = FINISH, or an ERROR after SEND."""
+    rows = []
+    for rid in range(draw(st.integers(1, 12))):
+        a = draw(st.integers(0, 50))
+        send = a + draw(st.integers(0, 3))
+        if draw(st.booleans()):
+            first = send + draw(st.integers(0, 20))
+            last = first + draw(st.integers(0, 30))
+            kinds = [(a, "ARRIVE"), (send, "SEND"), (first, "FIRST_TOKEN"), (last, "LAST_TOKEN"), (last, "FINISH")]
+        else:
+            kinds = [(a, "ARRIVE"), (send, "SEND"), (send + draw(st.integers(0, 20)), "ERROR")]
+        rows += [(rid, t, k, "ep", "boom: x" if k == "ERROR" else None) for t, k in kinds]
+    return rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(_real_logs())
+def test_real_phases_tile_each_request_and_never_overlap_on_a_lane(rows) -> None:
+    from kvbench.timeline import phases, request_events
+
+    slices = list(phases(rows, sim=False))
+    events = request_events(slices, False, {"": 1})
+    by_req: dict[int, list] = {}
+    for s in slices:
+        if s.end_ns > s.start_ns:
+            by_req.setdefault(s.req_id, []).append((s.start_ns, s.end_ns))
+    for rid, spans in by_req.items():  # phases of one request are back to back from ARRIVE to its end
+        mine = [r for r in rows if r[0] == rid]
+        spans.sort()
+        assert all(b == a2 for (_, b), (a2, _) in zip(spans, spans[1:]))
+        assert spans[0][0] == mine[0][1] and spans[-1][1] == max(r[1] for r in mine)
+    tracks: dict[int, list] = {}
+    for e in events:
+        if e["ph"] == "X":
+            a = round(e["ts"] * 1000)  # back to integer ns: µs floats do not add up exactly
+            tracks.setdefault(e["tid"], []).append((a, a + round(e["dur"] * 1000), e["args"]["req_id"]))
+    for spans in tracks.values():
+        spans.sort()
+        assert all(b0 <= a1 or r0 == r1 for (_, b0, r0), (a1, _, r1) in zip(spans, spans[1:]))
+    assert sum(e["ph"] == "i" for e in events) == sum(r[2] == "ERROR" for r in rows)
