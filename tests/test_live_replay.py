@@ -92,6 +92,11 @@ def test_mooncake_replay_cached_tokens_match_trace_reuse(llama_url, tmp_path):
         assert f"prompt_tokens={inp + n_blocks}" in detail  # achieved input = intended + one LF per block
         server_reuse = reuse // 512 * SERVER_TOKENS_PER_BLOCK
         assert abs(cached - server_reuse) <= CACHE_TOLERANCE_TOKENS, (i, cached, server_reuse)
+    # The profile scrapes /metrics at t0, every second and at the end: the server's own counter of cached prompt
+    # tokens grew by exactly what the event log's FINISH rows report (the warm-up request at t0 has none cached).
+    (first, last), = frame(run, "SELECT arg_min(value, t_ns), arg_max(value, t_ns) FROM read_parquet("
+                                f"'{run}/server_metrics/*.parquet') WHERE name = 'llamacpp:prompt_tokens_cached_total'")
+    assert last - first == sum(f[1] for f in fin.values())
 
 
 def chat_workload(n_sessions: int = 3, turns: int = 3, think_ns: int = 50_000_000) -> Workload:
