@@ -48,6 +48,7 @@ class SimTarget:
         self.ended = 0
         self.engines, n_nodes = make_engines(cfg, self, costs, self.links, self.steps, random.Random(rng.random()))
         self.node_tiers, self.pool = make_tiers(cfg, n_nodes, self.kv_bytes, self.links)
+        self.pool_link = next((tc.link for tc in cfg.tiers if tc.kind == "pool"), None)
         for e in self.engines:
             if e.hbm is not None:
                 e.hbm.below = self._chain_below(e.node)
@@ -175,7 +176,10 @@ class SimTarget:
         for tier, c in zip(chain[1:], counts[1:]):
             if c:
                 msgs, _ = messages_for(self.model, c * pbt, e.bs, self.gran)
-                end = max(end, tier.link.start(t, c * pbt * self.kv_bytes, msgs))
+                # Pool blocks are spread over all nodes (hot ones replicated, as Mooncake Store does), so the
+                # bottleneck is the loading node's own NIC: one shared link per destination node.
+                link = tier.link if tier is not self.pool else self.links.on(e.node, self.pool_link)
+                end = max(end, link.start(t, c * pbt * self.kv_bytes, msgs))
                 nbytes += c * pbt * self.kv_bytes
                 tier.hit_blocks += c
                 tier.touch(hashes)  # promotion leaves the lower copy, refreshed
