@@ -89,6 +89,11 @@ class PartWriter:
         if len(rows) >= self._check_at:
             self._maybe_flush()
 
+    def check(self) -> None:
+        """For callers that append to `rows` directly (bound `rows.append`, the list is never replaced)."""
+        if len(self.rows) >= self._check_at:
+            self._maybe_flush()
+
     def extend(self, rows: Iterable[tuple]) -> None:
         self.rows.extend(rows)
         self._maybe_flush()
@@ -110,13 +115,16 @@ class PartWriter:
         self._check_at = 1 if self.realtime else 4096
         if not self.rows:
             return
-        rows, self.rows = self.rows, []
+        rows = self.rows
         path = self.dir / f"{self.prefix}-{len(self.parts):05d}.parquet"
         tmp = path.with_suffix(".tmp")
-        pq.write_table(_to_table(rows, self.schema), tmp, compression="zstd")
+        table = _to_table(rows, self.schema)
+        n = len(rows)
+        rows.clear()  # in place: callers may hold a bound rows.append
+        pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, path)
         self.parts.append(path)
-        self.written += len(rows)
+        self.written += n
 
     def close(self) -> None:
         self.flush()

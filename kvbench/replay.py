@@ -14,9 +14,9 @@ from typing import Callable, Iterator
 
 from kvbench.eventlog import EventLog
 from kvbench.records import CANCEL, ERROR, FINISH, REJECT, TERMINAL, Event, Request
+from kvbench.reuse import SeenBlocks
 from kvbench.target import Target
 
-SEEN_IDS_CAP = 4_000_000  # trace-implied reuse needs the set of seen block ids; past this it stops (NULL)
 
 
 @dataclass(slots=True)
@@ -26,8 +26,8 @@ class ReplayStats:
     errors: int = 0
     rejected: int = 0
     cancelled: int = 0
-    events: int = 0
-    last_t_ns: int = 0
+    events: int = 0  # events logged (counted when the run ends)
+    last_t_ns: int = 0  # time of the latest terminal event
     status: str = "running"
 
     @property
@@ -60,17 +60,21 @@ class Replayer:
         self._sessions: dict[int, _Session] = {}
         self._session_of: dict[int, int] = {}  # req_id -> session_id, for submitted session turns
         self._ready: deque[Request] = deque()  # released session turns waiting for a closed-loop slot
-        self._seen: set[int] | None = set()
+        self.seen = SeenBlocks()  # block ids of earlier requests, for trace-implied reuse
         self._stream: Iterator[Request] = iter(())
         self._exhausted = False
         self._stopping = False  # set by an interrupt: release nothing more
         self._next_progress = 0.0
+        self._ticks = 0
+        events = log.events
+        self._append, self._flush_check = events.rows.append, events.check  # bound once: called per event
 
     def run(self, requests: Iterator[Request]) -> ReplayStats:
         self._stream = iter(requests)
         self._top_up(0)
+        on_event = self._on_event if self.log.events.realtime else self._on_virtual_event
         try:
-            self.target.run(self._on_event)
+            self.target.run(on_event)
             self.stats.status = "complete"
         except KeyboardInterrupt:
             self._stopping = True
@@ -79,27 +83,40 @@ class Replayer:
             self.stats.status = "failed"
             raise
         finally:
+            self.stats.events = self.log.events.written + len(self.log.events.rows)
             self._report(force=True)
         return self.stats
 
     def _on_event(self, ev: Event) -> None:
+        """Real-time targets: every event may be the one that makes the buffer a second old."""
+        self._append(ev)
+        self._flush_check()
+        self._ticks += 1
+        if ev[2] in TERMINAL:
+            self._on_terminal(ev)
+        elif self._ticks & 63 == 0:
+            self._report()
+
+    def _on_virtual_event(self, ev: Event) -> None:
+        """Simulated time: ~10 events a request, so only a list append and a set lookup for most of them."""
+        self._append(ev)
+        if ev[2] in TERMINAL:
+            self._flush_check()
+            self._on_terminal(ev)
+
+    def _on_terminal(self, ev: Event) -> None:
         # Indexes, not attribute names: hot-path targets may emit plain 9-tuples in Event's field order.
-        self.log.emit(ev)
-        st = self.stats
-        st.events += 1
-        t_ns = ev[0]
+        st, kind, t_ns = self.stats, ev[2], ev[0]
         if t_ns > st.last_t_ns:
             st.last_t_ns = t_ns
-        kind = ev[2]
-        if kind in TERMINAL:
-            if kind == CANCEL and ev[8] == "interrupted":
-                self._stopping = True
-            self._count_end(kind)
-            sid = self._session_of.pop(ev[1], None)
-            if sid is not None:
-                self._end_turn(sid, kind, t_ns)
-            self._top_up(t_ns)
-        if st.events & 63 == 0:
+        if kind == CANCEL and ev[8] == "interrupted":
+            self._stopping = True
+        self._count_end(kind)
+        sid = self._session_of.pop(ev[1], None)
+        if sid is not None:
+            self._end_turn(sid, kind, t_ns)
+        self._top_up(t_ns)
+        if st.ended & 15 == 0:
             self._report()
 
     def _count_end(self, kind: str) -> None:
@@ -185,17 +202,11 @@ class Replayer:
 
     def _trace_reuse(self, req: Request) -> int | None:
         """Tokens of the prompt an infinite prefix cache would hold, from blocks seen in earlier requests."""
-        seen = self._seen
-        if seen is None:
+        seen = self.seen
+        if not seen.enabled:
             return None
-        hit = 0
-        for h in req.hash_ids:
-            if h not in seen:
-                break
-            hit += 1
-        seen.update(req.hash_ids)
-        if len(seen) > SEEN_IDS_CAP:
-            self._seen = None
+        hit = seen.leading_hits(req.hash_ids)
+        seen.add(req.hash_ids)
         return min(hit * req.block_tokens, req.input_tokens)
 
     def _report(self, force: bool = False) -> None:

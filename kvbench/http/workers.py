@@ -38,8 +38,8 @@ def shard(requests: Iterator[Request], k: int, n: int, replayer: Replayer) -> It
     for r in requests:
         if (r.session_id if r.session_id >= 0 else r.req_id) % n == k:
             yield r
-        elif replayer._seen is not None:  # the reuse tracker is the Replayer's; it only reads hash ids here
-            replayer._seen.update(r.hash_ids)
+        else:
+            replayer.seen.add(r.hash_ids)
 
 
 def _share(concurrency: int | None, k: int, n: int) -> int | None:
