@@ -14,7 +14,8 @@ from kvbench.target import RunContext, build, resolve
 
 MS = 1_000_000
 
-VIRTUAL_TARGETS = ["fixed:ttft_ms=20,itl_ms=5,servers=2", "fixed:ttft_ms=1,itl_ms=1,servers=0,fail_every=3"]
+VIRTUAL_TARGETS = ["fixed:ttft_ms=20,itl_ms=5,servers=2", "fixed:ttft_ms=1,itl_ms=1,servers=0,fail_every=3",
+                   "sim", "sim:colocated-8", "sim:mooncake-8p8d", "sim:star", "sim:spec-decode", "sim:cpd"]
 
 
 def _workload(n: int = 60) -> list[Request]:
