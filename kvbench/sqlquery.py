@@ -35,6 +35,14 @@ def run_query(runs: Sequence[str | Path], query: str, fmt: str = "table", slo: s
         _print_table(df, limit)
 
 
+def _cell(v) -> str:
+    """A table cell: empty for SQL NULL, which pandas hands over as None, NaN, NaT or pd.NA (whose truth value
+    raises, so no `v != v`); lists and arrays (DuckDB LIST columns) as their text."""
+    import pandas as pd
+
+    return "" if pd.api.types.is_scalar(v) and pd.isna(v) else str(v)
+
+
 def _print_table(df, limit: int) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -43,7 +51,7 @@ def _print_table(df, limit: int) -> None:
     for col in df.columns:
         t.add_column(str(col), justify="right" if df[col].dtype.kind in "iuf" else "left")
     for row in df.head(limit).itertuples(index=False):
-        t.add_row(*("" if v is None or v != v else str(v) for v in row))
+        t.add_row(*(_cell(v) for v in row))
     console = Console()
     console.print(t)
     if len(df) > limit:
