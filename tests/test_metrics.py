@@ -144,6 +144,20 @@ def test_zero_requests(tmp_path):
     assert m["itl_ms.count"] == 0
 
 
+def test_run_without_requests_table_takes_prompt_lengths_from_arrive(tmp_path):
+    import shutil
+
+    run = real_run(tmp_path / "partial")
+    shutil.rmtree(run / "requests")  # a foreign or partial log: events only
+    df = per_request(open_runs([run])).set_index("req_id")
+    # ARRIVE tokens: 0 -> 1024, 1 -> 512, 2..4 -> 256, 5 -> 1024; request 6 has no ARRIVE (cancelled unsent)
+    assert list(df["input_tokens"].astype("Float64").fillna(-1)) == [1024, 512, 256, 256, 256, 1024, -1]
+    m = summary(run)
+    assert m["prefix_hit_ratio"] == approx((512 + 0 + 256) / (1024 + 512 + 1024))  # cached of finished 0, 1, 5
+    assert m["trace_hit_ratio"] is None  # trace reuse lives only in the requests table
+    assert m["total_token_throughput"] == approx((2560 + 17) / 0.56)
+
+
 def test_several_runs_have_a_run_column(real, sim):
     con = open_runs([real, sim])
     rows = con.execute("SELECT run, count(*) FROM requests GROUP BY run ORDER BY run").fetchall()

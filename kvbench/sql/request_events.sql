@@ -4,12 +4,14 @@
 --           running at the end of the log; detail = the ERROR/REJECT/CANCEL event's detail.
 -- out_tokens = tokens of LAST_TOKEN / FINISH (output tokens received), else the sum over FIRST_TOKEN and CHUNK
 --           events (what a request still running or failed had received).
+-- arrive_tokens = the ARRIVE event's tokens (the prompt length; per_request falls back to it without a requests row).
 -- cached_tokens = the largest cached_tokens reported for the request (FINISH carries the final count).
 -- *_instance = the instance of that kind's event (the smallest name if there are several).
 -- Aggregates are min/max with FILTER rather than arg_min: this query is most of `kvbench summary`'s time.
 CREATE OR REPLACE TEMP TABLE request_events AS
 SELECT run, req_id,
     min(t_ns) FILTER (WHERE kind = 'ARRIVE') AS arrive_ns,
+    max(tokens) FILTER (WHERE kind = 'ARRIVE') AS arrive_tokens,
     min(t_ns) FILTER (WHERE kind = 'SEND') AS send_ns,
     min(t_ns) FILTER (WHERE kind = 'ROUTE') AS route_ns,
     min(t_ns) FILTER (WHERE kind = 'PREFILL_START') AS prefill_start_ns,
