@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -103,13 +104,58 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float]):
     slo = ", ".join(f"{k}≤{v:g} ms" for k, v in slo_ms.items()) or "none given (good = finished)"
     t.add_row("SLO", f"{slo}: attainment {_fmt(m['slo_attainment'])}, goodput {_fmt(m['goodput'])} req/s")
     t.add_row("prefix cache", f"hit ratio {_fmt(m['prefix_hit_ratio'])} (trace-implied {_fmt(m['trace_hit_ratio'])})")
-    for k in sorted(k for k in m if k.startswith(("prefix_hit_ratio.", "failures.", "instance."))):
+    tiers = sorted(k for k in m if k.startswith("prefix_hit_ratio.tier."))
+    if tiers:
+        t.add_row("hits by tier", ", ".join(f"{k.removeprefix('prefix_hit_ratio.tier.')} {_fmt(m[k])}" for k in tiers))
+    for k in sorted(k for k in m if k.startswith("failures.")):
         t.add_row(k, _fmt(m[k]))
     if m["kv_transfer.count"]:
         t.add_row("KV transfers", f"{m['kv_transfer.count']:,}, {m['kv_transfer.bytes']:,} bytes, "
                                   f"{_fmt(m['kv_transfer.time_s'])} s, {_fmt(m['kv_transfer.ttft_share'])} of TTFT")
     if m["preemptions"] or m["migrations"]:
         t.add_row("preemptions", f"{m['preemptions']:,} ({m['preempted']:,} requests), migrations {m['migrations']:,}")
+    return t
+
+
+_INSTANCE_COLUMNS = {"steps": "steps", "utilisation": "utilisation", "batch": "mean batch",
+                     "kv_occupancy": "KV occ. mean", "kv_occupancy_max": "KV occ. max",
+                     "prefix_hit_ratio": "prefix hit ratio", "trace_hit_ratio": "trace-implied"}
+
+
+def _natural(name: str) -> list:
+    """Sort key putting decode-2 before decode-10."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def instance_rows(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per-instance figures regrouped from summary.json's flat keys (instance.I.F, prefix_hit_ratio.instance.I,
+    trace_hit_ratio.instance.I) as {instance: {figure: value}}, instances in natural order."""
+    rows: dict[str, dict[str, Any]] = {}
+    for k, v in m.items():
+        if k.startswith("instance."):
+            inst, field = k.removeprefix("instance.").rsplit(".", 1)
+            rows.setdefault(inst, {})[field] = v
+        elif k.startswith(("prefix_hit_ratio.instance.", "trace_hit_ratio.instance.")):
+            field, _, inst = k.split(".", 2)
+            rows.setdefault(inst, {})[field] = v
+    return {inst: rows[inst] for inst in sorted(rows, key=_natural)}
+
+
+def instances_table(m: dict[str, Any]):
+    """One row per instance (steps, utilisation, batch, KV occupancy, hit ratios); None when the run has none.
+    Columns no instance has (e.g. the step figures of a real endpoint) are left out."""
+    from rich.table import Table
+
+    rows = instance_rows(m)
+    cols = [c for c in _INSTANCE_COLUMNS if any(c in r for r in rows.values())]
+    if not rows:
+        return None
+    t = Table(title=f"per instance ({len(rows)})", title_justify="left")
+    t.add_column("instance")
+    for c in cols:
+        t.add_column(_INSTANCE_COLUMNS[c], justify="right")
+    for inst, r in rows.items():
+        t.add_row(inst, *(_fmt(r.get(c)) for c in cols))
     return t
 
 
@@ -120,6 +166,9 @@ def print_summary(doc: dict[str, Any], file: IO[str] | None = None) -> None:
     title = f"run {doc.get('run_id') or doc.get('run_dir')} ({doc.get('status')})"
     console.print(latency_table(doc["metrics"], title))
     console.print(totals_table(doc["metrics"], doc.get("slo_ms") or {}))
+    instances = instances_table(doc["metrics"])
+    if instances is not None:
+        console.print(instances)
 
 
 def print_run_summary(run_dir: str | Path, file: IO[str] | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -85,3 +86,42 @@ def test_cli_summary_json_writes_file(tmp_path, fixed_run):
     assert doc["slo_ms"] == {"ttft": 60.0} and doc["metrics"]["good"] == 6
     # 250 ms buckets: 0 100 200 | 300 400 | 500 600 700 | (request 7 ends at 750: a bucket with no arrival)
     assert doc["timeseries"]["arrivals"] == [3.0, 2.0, 3.0, 0.0]
+
+
+def _table_rows(text: str) -> dict[str, list[str]]:
+    return {c[0]: c[1:] for c in ([x.strip() for x in line.strip("│").split("│")] for line in text.splitlines()
+                                  if line.startswith("│"))}
+
+
+def test_per_instance_figures_print_as_one_table(tmp_path):
+    from metrics_logs import sim_run
+
+    run = sim_run(tmp_path / "sim")
+    out = io.StringIO()
+    summary.print_run_summary(run, file=out)
+    text = out.getvalue()
+    assert "instance." not in text and "prefix_hit_ratio." not in text  # no line per flat key
+    assert re.search(r"hits by tier +dram 0\.167 *$", text, re.M)  # 256 cached from dram / 1536 prompt tokens
+    rows = _table_rows(text)
+    # d0: 10 + 3 + 2 steps, busy 220 of 300 ms, batch (4*100 + 2*60 + 1*60) / 220, KV (50+18+6)/220, max 0.5,
+    #     B prefilled there with 0 of 512 cached (trace 0); d1: 1 step over 150 ms, batch 1, KV 5 %, no prefill;
+    #     p0: no steps, A's 256 of 1024 cached (trace 512)
+    assert rows["d0"] == ["15", "0.733", "2.636", "0.336", "0.500", "0.000", "0.000"]
+    assert rows["d1"] == ["1", "0.500", "1.000", "0.050", "0.050", "—", "—"]
+    assert rows["p0"] == ["—", "—", "—", "—", "—", "0.250", "0.500"]
+    m = summary.load(run / "summary.json")["metrics"]  # summary.json keeps the flat keys gates use
+    assert m["instance.d0.steps"] == 15 and m["prefix_hit_ratio.instance.p0"] == 0.25
+    assert m["prefix_hit_ratio.tier.dram"] == pytest.approx(256 / 1536)
+
+
+def test_instances_in_natural_order_one_line_each():
+    m = {f"instance.decode-{i}.{f}": 1.0 for i in range(16) for f in ("utilisation", "batch")}
+    table = summary.instances_table(m)
+    out = io.StringIO()
+    from rich.console import Console
+
+    Console(file=out, width=120).print(table)
+    names = [line.split("│")[1].strip() for line in out.getvalue().splitlines() if line.startswith("│")]
+    assert names == [f"decode-{i}" for i in range(16)]  # decode-2 before decode-10
+    assert [c.header for c in table.columns] == ["instance", "utilisation", "mean batch"]
+    assert summary.instances_table({"ttft_ms.p50": 1.0}) is None
