@@ -18,16 +18,17 @@ class Engine:
     __slots__ = ("name", "role", "node", "sim", "loop", "pricer", "hbm", "pbt", "rows", "budget", "cap", "chunked",
                  "bs", "kv_total", "blocks_total", "waiting", "prefilling", "running", "dheap", "B", "steps",
                  "kv_used", "kv_dec", "busy", "hold", "version", "r_t0", "r_n", "r_B", "r_K", "r_chunks", "r_P",
-                 "r_blocks", "incoming", "queued_tokens", "seq", "tok", "index", "joining", "watermark", "leaving")
+                 "r_blocks", "incoming", "queued_tokens", "seq", "tok", "index", "joining", "watermark", "leaving", "tps")
 
     def __init__(self, name: str, role: str, node: int, pool, kv_tokens: int, pricer, sim, hbm, rows, index: int):
         self.name, self.role, self.node, self.sim, self.index = name, role, node, sim, index
         self.loop = sim.loop
         self.pricer = pricer  # prices steps and runs (plain or speculative decoding)
         self.tok = pricer.kv_per_step  # KV tokens each decode step adds per request
+        self.tps = pricer.tokens_per_step  # tokens computed per request per decode step (the steps table's count)
         self.hbm = hbm  # prefix-cache Tier living in the free part of this engine's KV, or None
         self.pbt = sim.cfg.prefix_block_tokens
-        self.rows = rows  # steps table writer: append(tuple)
+        self.rows = rows.rows.append  # the steps table's buffer (the sim checks for a flush as requests end)
         self.budget, self.cap, self.chunked = pool.token_budget, pool.max_running, pool.chunked_prefill
         self.bs = pool.block_tokens
         self.blocks_total = kv_tokens // self.bs
@@ -44,7 +45,7 @@ class Engine:
         self.hold = False  # inside a run's completion: kicks wait for the re-plan at its end
         self.version = 0  # bumps when a scheduled run end is superseded (cut short)
         self.r_t0 = self.r_n = self.r_B = self.r_K = self.r_P = self.r_blocks = 0
-        self.r_chunks: list[tuple[Job, int]] = []
+        self.r_chunks: list[tuple[Job, int]] | tuple = ()
         self.incoming: deque[Job] = deque()  # decode hand-offs waiting for KV room (their transfer waits too)
         self.queued_tokens = 0  # prefill tokens waiting or in progress (router load signal)
         self.seq = 0
@@ -180,7 +181,7 @@ class Engine:
     # ---- batching
     def _plan(self, t: int) -> None:
         """Form the next step: prefill chunks within the token budget beside the decode batch, or a decode run."""
-        if self._mixed(t):
+        if (self.waiting or self.prefilling) and self._mixed(t):
             return
         while self.B:
             n = self._next_finish()
@@ -190,10 +191,11 @@ class Engine:
                     n = room
                 if self.hbm is not None:  # the run's KV growth takes room from cached blocks first
                     self.hbm.fit((self.kv_total - self.kv_used - n * self.B * self.tok) // self.pbt)
-                self._start(t, self.pricer.run_ns(self.B, self.kv_dec, n), n, self.B, [], 0)
+                self._start(t, self.pricer.run_ns(self.B, self.kv_dec, n), n, self.B, (), 0)
                 return
             self._preempt(t)  # KV exhausted: the latest-admitted request is recomputed later
-        self._mixed(t)
+        if self.waiting or self.prefilling:
+            self._mixed(t)
 
     def _mixed(self, t: int) -> bool:
         chunks = self._chunks(t)
@@ -256,25 +258,21 @@ class Engine:
         if version != self.version:
             return  # superseded: the run was cut short and rescheduled
         self.busy, self.hold = False, True
-        n, B = self.r_n, self.r_B
+        n, B, chunks = self.r_n, self.r_B, self.r_chunks
         if B:
             self.steps += n
             g = B * n * self.tok
             self.kv_used += g
             self.kv_dec += g
-        self.rows.append((self.name, self.r_t0, t, n, B + len(self.r_chunks), self.r_P, B * self.pricer.tokens_per_step,
-                          self.r_blocks, self.blocks_total))
-        done = self._advance_prefill()
-        sim = self.sim
-        if B:
-            dheap, steps = self.dheap, self.steps
-            while dheap and dheap[0][0] <= steps:
-                e, _, job = heappop(dheap)
-                if job.state == DECODE and job.engine is self and job.end_step == e:
-                    self.leave_decode(job)
-                    sim.decode_done(self, job, t)
-        for job in done:
-            sim.prefill_done(self, job, t)
+        self.rows((self.name, self.r_t0, t, n, B + len(chunks), self.r_P, B * self.tps, self.r_blocks,
+                   self.blocks_total))
+        done = self._advance_prefill(chunks) if chunks else ()
+        if B and self.dheap and self.dheap[0][0] <= self.steps:
+            self._finish_decodes(t)
+        if done:
+            prefill_done = self.sim.prefill_done
+            for job in done:
+                prefill_done(self, job, t)
         if self.leaving:
             leaving, self.leaving = self.leaving, []
             for job, cb in leaving:
@@ -284,14 +282,24 @@ class Engine:
             joining, self.joining = self.joining, []
             for job, steps in joining:
                 self._join(job, steps)
-        self._drain_incoming(t)
+        if self.incoming:
+            self._drain_incoming(t)
         self.hold = False
         if not self.busy:
             self._plan(t)
 
-    def _advance_prefill(self) -> list[Job]:
+    def _finish_decodes(self, t: int) -> None:
+        """Jobs whose last token came in this run leave the batch (stale heap entries are dropped)."""
+        dheap, steps, decode_done = self.dheap, self.steps, self.sim.decode_done
+        while dheap and dheap[0][0] <= steps:
+            e, _, job = heappop(dheap)
+            if job.state == DECODE and job.engine is self and job.end_step == e:
+                self.leave_decode(job)
+                decode_done(self, job, t)
+
+    def _advance_prefill(self, chunks) -> list[Job]:
         done = []
-        for job, c in self.r_chunks:
+        for job, c in chunks:
             job.prefill_left -= c
             job.ctx += c
             self.queued_tokens -= c

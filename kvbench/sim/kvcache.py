@@ -3,7 +3,8 @@ that walks a request's block hashes down a chain of tiers and stops at the first
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from itertools import islice
 from typing import Iterable, Sequence
 
 
@@ -57,10 +58,8 @@ class Tier:
         blocks, move = self.blocks, self.blocks.move_to_end
         n = len(blocks)
         for h in hashes:
-            if h in blocks:
-                move(h)
-            else:
-                blocks[h] = None
+            blocks[h] = None  # an existing key keeps its place: the move below refreshes it (cheaper than a test)
+            move(h)
         self.inserted += len(blocks) - n
         if len(blocks) > self.capacity_blocks:
             self.fit(self.capacity_blocks)
@@ -71,13 +70,11 @@ class Tier:
         excess = len(blocks) - max(max_blocks, 0)
         if excess <= 0:
             return
-        pop = blocks.popitem
         self.evicted += excess
-        if self.below is None:
-            for _ in range(excess):
-                pop(False)
-        else:
-            self.below.insert([pop(False)[0] for _ in range(excess)])
+        oldest = list(islice(blocks, excess))
+        deque(map(blocks.pop, oldest), 0)  # C-level loop: ~2x faster than popitem(False) one by one
+        if self.below is not None:
+            self.below.insert(oldest)
 
 
 def lookup(hashes: Sequence[int], chain: Sequence[Tier]) -> list[int]:
@@ -85,15 +82,30 @@ def lookup(hashes: Sequence[int], chain: Sequence[Tier]) -> list[int]:
 
     Block i is served by the first tier holding it; the walk stops at the first block no tier holds.
     """
+    return walk(hashes, chain)[0]
+
+
+def walk(hashes: Sequence[int], chain: Sequence[Tier]) -> tuple[list[int], int]:
+    """(lookup's counts, the leading run of `hashes` in chain[0] alone): one pass for both."""
+    first = chain[0].blocks
+    lead = 0
+    for h in hashes:  # the fastest tier's leading run: one membership test per block, the common case
+        if h not in first:
+            break
+        lead += 1
     counts = [0] * len(chain)
-    for h in hashes:
-        for i, tier in enumerate(chain):
-            if h in tier.blocks:
+    counts[0] = lead
+    if lead == len(hashes) or len(chain) == 1:
+        return counts, lead
+    tiers = [t.blocks for t in chain]
+    for h in islice(hashes, lead, None):
+        for i, blocks in enumerate(tiers):
+            if h in blocks:
                 counts[i] += 1
                 break
         else:
             break
-    return counts
+    return counts, lead
 
 
 def lru_hit_ratio(requests: Iterable[Sequence[int]], capacity_blocks: int) -> tuple[int, int]:

@@ -52,7 +52,11 @@ def random_(sim, job: Job, st: RouterState):
 
 
 def least_loaded(sim, job: Job, st: RouterState):
-    first = min(sim.first, key=lambda e: (e.load(), e.queued_tokens, e.index))
+    first, key = None, None
+    for e in sim.first:  # min by (load, queued prefill tokens, index), written out: it runs once per request
+        k = (len(e.waiting) + len(e.running) + len(e.incoming), e.queued_tokens, e.index)
+        if key is None or k < key:
+            first, key = e, k
     return first, _decode_by_load(sim)
 
 

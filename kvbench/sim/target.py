@@ -17,7 +17,7 @@ from kvbench.records import (ARRIVE, CANCEL, DECODE_START, ERROR, FINISH, FIRST_
 from kvbench.sim.build import Links, make_engines, make_tiers, pool_costs
 from kvbench.sim.cluster import location, parse_cluster
 from kvbench.sim.job import DONE, Job
-from kvbench.sim.kvcache import lookup
+from kvbench.sim.kvcache import walk
 from kvbench.sim.longctx import LongContext
 from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState
@@ -63,6 +63,8 @@ class SimTarget:
         self.router = RouterState(cfg.params(), rng.randrange(1 << 62))
         self.write_through = [t for t in self.shared_chain() if any(tc.kind == t.kind and tc.write_through
                                                                      for tc in cfg.tiers)]
+        self.p2d_links: dict[tuple[int, int], object] = {}  # (src index, dst index) -> SharedLink
+        self.layerwise = cfg.transfer.layerwise
         self.live: dict[int, Job | None] = {}  # submitted, not ended: rid -> Job (None until it arrives)
         self.resched = None
         self.longctx = LongContext(self, cfg.long_context) if cfg.long_context else None
@@ -147,12 +149,11 @@ class SimTarget:
         """Serve the longest cached prefix; blocks from lower tiers are loaded only if that beats recomputing."""
         hashes, pbt = job.req.hash_ids, self.cfg.prefix_block_tokens
         chain = self.chains[e]
-        counts = lookup(hashes, chain)
+        counts, lead = walk(hashes, chain)  # lead: the HBM-only prefix (HBM's leading run)
         total = sum(counts)
         if not total:
             return e.enqueue(job, t)
         cost, n_in = e.pricer.cost, job.n_in
-        lead = counts[0] if counts[0] == total else e.hbm.match(hashes)  # HBM-only prefix: its leading run
         hbm_tok = min(lead * pbt, n_in - 1)
         all_tok = min(total * pbt, n_in - 1)
         load = all_tok > hbm_tok and max(
@@ -231,19 +232,25 @@ class SimTarget:
         self._transfer(t, job, job.engine, dec, overlap=False)
 
     def p2d_link(self, src, dst) -> str:
-        t = self.cfg.transfer
-        return self.links.spec(t.intra_link if src.node == dst.node else t.link, "").name
+        return self._p2d(src, dst).link.name
+
+    def _p2d(self, src, dst):
+        """The SharedLink P->D transfers from src to dst queue on (looked up once per engine pair)."""
+        shared = self.p2d_links.get((src.index, dst.index))
+        if shared is None:
+            t = self.cfg.transfer
+            shared = self.links.on(src.node, t.intra_link if src.node == dst.node else t.link)
+            self.p2d_links[(src.index, dst.index)] = shared
+        return shared
 
     def _transfer(self, t: int, job: Job, src, dst, overlap: bool) -> None:
         tokens = job.ctx
         nbytes = tokens * self.kv_bytes
         msgs, _ = messages_for(self.model, tokens, src.bs, self.gran)
-        same_node = src.node == dst.node
-        ref = self.cfg.transfer.intra_link if same_node else self.cfg.transfer.link
-        shared = self.links.on(src.node, ref)
+        shared = self._p2d(src, dst)
         spec = shared.link
         begin = t
-        if overlap and self.cfg.transfer.layerwise:
+        if overlap and self.layerwise:
             # Layer-wise streaming during the prefill: pretend the transfer began early enough that, on an idle
             # link, only the exposed tail is left after the prefill ends.
             full = transfer_ns(spec, nbytes, msgs)
@@ -291,7 +298,10 @@ class SimTarget:
         job.state = DONE
         del self.live[job.rid]
         self.ended += 1
-        if not self.ended & 8191 and len(self.steps.rows) >= STEPS_FLUSH_ROWS:
-            self.steps.flush()  # keep the buffered steps rows (3 or so per request) well below the log's default
+        if not self.ended & 1023:  # engines append to the steps buffer directly: check it here
+            if len(self.steps.rows) >= STEPS_FLUSH_ROWS:
+                self.steps.flush()  # keep the buffered steps rows (3 or so per request) well below the log's default
+            else:
+                self.steps.check()  # the log's own time-based flush
         cached = job.cached if kind == FINISH else None
         self.emit((t, job.rid, kind, instance, tokens, cached, None, None, detail))
