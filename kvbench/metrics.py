@@ -88,11 +88,17 @@ def _has_table(con: "duckdb.DuckDBPyConnection", name: str) -> bool:
 
 
 def prepare(con: "duckdb.DuckDBPyConnection", slo: Slo | None = None) -> None:
-    """Build the temp tables request_events, token_gaps, tbt (once) and per_request (again when the SLO changes)."""
+    """Build the temp tables request_events, event_gaps, step_* (stepgaps.py), tbt and the view token_gaps (once)
+    and the table per_request (again when the SLO changes)."""
+    from kvbench import stepgaps
+
     slo = slo or Slo()
     if not _has_table(con, "tbt"):
-        for name in ("request_events", "token_gaps", "tbt"):
-            con.execute(sql_text(name))
+        con.execute(sql_text("request_events"))
+        con.execute(sql_text("event_gaps"))
+        stepgaps.build(con)
+        con.execute(sql_text("token_gaps"))
+        con.execute(sql_text("tbt"))
     key = repr(slo)
     if _has_table(con, "per_request") and _has_table(con, "kvbench_slo") \
             and con.execute("SELECT key FROM kvbench_slo").fetchone()[0] == key:

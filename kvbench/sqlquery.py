@@ -19,7 +19,7 @@ def run_query(runs: Sequence[str | Path], query: str, fmt: str = "table", slo: s
 
     con = open_runs(runs)
     try:
-        if re.search(r"\b(per_request|request_events|token_gaps|tbt)\b", query, re.I):  # built only when asked for
+        if re.search(r"\b(per_request|request_events|event_gaps|token_gaps|tbt|step_\w+)\b", query, re.I):  # built only when asked for
             prepare(con, parse_slo(slo) if slo else None)
         try:
             df = con.execute(query).df()

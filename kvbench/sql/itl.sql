@@ -1,6 +1,11 @@
 -- itl: the pooled inter-token gaps of successful requests, grouped by value: n gaps of gap_ns each.
--- ITL statistics are weighted over these (each gap counts once), see token_gaps.sql for where gaps come from.
-SELECT g.run, g.gap_ns, sum(g.n)::BIGINT AS n
-FROM token_gaps g JOIN per_request p ON g.run = p.run AND g.req_id = p.req_id
-WHERE p.status = 'FINISH'
-GROUP BY g.run, g.gap_ns ORDER BY g.run, g.gap_ns;
+-- ITL statistics are weighted over these (each gap counts once), see token_gaps.sql for where gaps come from;
+-- the simulator's gaps come already pooled per step segment from stepgaps.py (table step_itl).
+WITH g AS (
+    SELECT g.run, g.gap_ns, g.n
+    FROM event_gaps g JOIN per_request p ON g.run = p.run AND g.req_id = p.req_id
+    WHERE p.status = 'FINISH'
+    UNION ALL
+    SELECT run, gap_ns, n FROM step_itl
+)
+SELECT run, gap_ns, sum(n)::BIGINT AS n FROM g GROUP BY run, gap_ns ORDER BY run, gap_ns;
