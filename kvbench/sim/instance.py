@@ -18,7 +18,8 @@ class Engine:
     __slots__ = ("name", "role", "node", "sim", "loop", "pricer", "hbm", "pbt", "rows", "budget", "cap", "chunked",
                  "bs", "kv_total", "blocks_total", "waiting", "prefilling", "running", "dheap", "B", "steps",
                  "kv_used", "kv_dec", "busy", "hold", "version", "r_t0", "r_n", "r_B", "r_K", "r_chunks", "r_P",
-                 "r_blocks", "incoming", "queued_tokens", "seq", "tok", "index", "joining", "watermark", "leaving", "tps")
+                 "r_blocks", "incoming", "queued_tokens", "seq", "tok", "index", "joining", "watermark", "leaving",
+                 "tps", "end_cb")
 
     def __init__(self, name: str, role: str, node: int, pool, kv_tokens: int, pricer, sim, hbm, rows, index: int):
         self.name, self.role, self.node, self.sim, self.index = name, role, node, sim, index
@@ -52,6 +53,7 @@ class Engine:
         self.joining: list[tuple[Job, int]] = []  # hand-offs that landed during a run: they join at its end
         self.leaving: list[tuple[Job, object]] = []  # jobs to take out of the batch at the run's end (migration)
         self.watermark = self.kv_total // 100  # admissions leave this much KV free (vLLM's 1 % watermark)
+        self.end_cb = self._end  # bound once: scheduled at every step
 
     # ---- load signals for routers
     def load(self) -> int:
@@ -66,13 +68,16 @@ class Engine:
         job.engine, job.state = self, WAITING
         self.waiting.append(job)
         self.queued_tokens += job.prefill_left
-        self.kick(t)
+        if not self.hold:
+            self.kick(t)
 
     def try_reserve(self, job: Job, tokens: int) -> bool:
         """Reserve KV for a job handed over by another engine (P->D, migration); False if no room or slot."""
         if self.incoming or not self._fits(tokens) or len(self.running) >= self.cap:
             return False
-        self._take(job, tokens)
+        job.kv = tokens
+        self.kv_used += tokens
+        self.running[job] = tokens
         return True
 
     def join_decode(self, job: Job, steps: int, t: int) -> None:
@@ -86,13 +91,13 @@ class Engine:
         self.kick(t)
 
     def _join(self, job: Job, steps: int) -> None:
-        self.seq += 1
-        job.state, job.seq = DECODE, self.seq
-        job.join_step = self.steps
-        job.end_step = self.steps + steps
+        self.seq = seq = self.seq + 1
+        job.state, job.seq = DECODE, seq
+        job.join_step = now = self.steps
+        job.end_step = end = now + steps
         self.B += 1
         self.kv_dec += job.kv
-        heappush(self.dheap, (job.end_step, job.seq, job))
+        heappush(self.dheap, (end, seq, job))
 
     def kick(self, t: int) -> None:
         """New work is here: plan now if idle, or cut a long decode run at the step in flight."""
@@ -105,12 +110,12 @@ class Engine:
 
     def _cut(self, t: int) -> None:
         """End the decode run in flight at the end of the step running at time t."""
-        n = self.pricer.cut(self.r_B, self.r_K, t - self.r_t0, self.r_n)
+        B, K = self.r_B, self.r_K
+        n = self.pricer.cut(B, K, t - self.r_t0, self.r_n)
         if n < self.r_n:
             self.r_n = n
-            self.version += 1
-            end = self.r_t0 + self.pricer.run_ns(self.r_B, self.r_K, self.r_n)
-            self.loop.at(end, self._end, self.version)
+            self.version = v = self.version + 1
+            self.loop.at(self.r_t0 + self.pricer.run_ns(B, K, n), self.end_cb, v)
 
     # ---- work leaving
     def leave_decode(self, job: Job) -> int:
@@ -119,7 +124,8 @@ class Engine:
         ctx = job.kv + (self.steps - job.join_step) * self.tok
         self.B -= 1
         self.kv_dec -= ctx
-        self._free(job, ctx)
+        del self.running[job]
+        self.kv_used -= ctx  # what it holds now (its KV grew while decoding), not what it reserved
         job.ctx = ctx
         job.state = WAITING
         return left
@@ -137,10 +143,12 @@ class Engine:
 
     def release(self, job: Job, t: int) -> None:
         """Free a handed-off job's KV (its transfer is done) and keep its prompt blocks cached."""
-        self._free(job)
+        self.kv_used -= self.running.pop(job)
         self.cache(job)
-        self._drain_incoming(t)
-        self.kick(t)
+        if self.incoming:
+            self._drain_incoming(t)
+        if not self.hold:
+            self.kick(t)
 
     def cache(self, job: Job) -> None:
         hbm = self.hbm
@@ -162,11 +170,6 @@ class Engine:
         self.kv_used += tokens
         self.running[job] = tokens
 
-    def _free(self, job: Job, tokens: int | None = None) -> None:
-        """Free a job's KV: `tokens` held now (decode jobs grow), else what was reserved at admission."""
-        reserved = self.running.pop(job)
-        self.kv_used -= reserved if tokens is None else tokens
-
     def _drain_incoming(self, t: int) -> None:
         incoming = self.incoming
         while incoming and len(self.running) < self.cap:
@@ -184,14 +187,15 @@ class Engine:
         if (self.waiting or self.prefilling) and self._mixed(t):
             return
         while self.B:
-            n = self._next_finish()
-            room = (self.kv_total - self.kv_used) // (self.B * self.tok)
+            B, n = self.B, self._next_finish()
+            free = self.kv_total - self.kv_used
+            room = free // (B * self.tok)
             if room > 0:
                 if room < n:
                     n = room
                 if self.hbm is not None:  # the run's KV growth takes room from cached blocks first
-                    self.hbm.fit((self.kv_total - self.kv_used - n * self.B * self.tok) // self.pbt)
-                self._start(t, self.pricer.run_ns(self.B, self.kv_dec, n), n, self.B, (), 0)
+                    self.hbm.fit((free - n * B * self.tok) // self.pbt)
+                self._start(t, self.pricer.run_ns(B, self.kv_dec, n), n, B, (), 0)
                 return
             self._preempt(t)  # KV exhausted: the latest-admitted request is recomputed later
         if self.waiting or self.prefilling:
@@ -249,10 +253,10 @@ class Engine:
 
     def _start(self, t: int, dur: int, n: int, B: int, chunks, P: int) -> None:
         self.busy = True
-        self.version += 1
+        self.version = v = self.version + 1
         self.r_t0, self.r_n, self.r_B, self.r_K, self.r_chunks, self.r_P = t, n, B, self.kv_dec, chunks, P
         self.r_blocks = -(-self.kv_used // self.bs)
-        self.loop.at(t + dur, self._end, self.version)
+        self.loop.at(t + dur, self.end_cb, v)
 
     def _end(self, t: int, version: int) -> None:
         if version != self.version:

@@ -16,12 +16,12 @@ from kvbench.records import (ARRIVE, CANCEL, DECODE_START, ERROR, FINISH, FIRST_
                              LAST_TOKEN, PREEMPT, PREFILL_END, REJECT, ROUTE, SEND, Request)
 from kvbench.sim.build import Links, make_engines, make_tiers, pool_costs
 from kvbench.sim.cluster import location, parse_cluster
-from kvbench.sim.job import DONE, Job
+from kvbench.sim.job import DONE, HANDOFF, Job
 from kvbench.sim.kvcache import walk
 from kvbench.sim.longctx import LongContext
 from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState
-from kvbench.sim.transfer import Granularity, exposed_ns, messages_for, transfer_ns
+from kvbench.sim.transfer import Granularity, exposed_ns, message_count, transfer_ns
 from kvbench.target import RunContext, TargetSpec
 
 
@@ -65,6 +65,8 @@ class SimTarget:
                                                                      for tc in cfg.tiers)]
         self.p2d_links: dict[tuple[int, int], object] = {}  # (src index, dst index) -> SharedLink
         self.layerwise = cfg.transfer.layerwise
+        self.frontend_ns, self.prefix_caching, self.pbt = cfg.frontend_ns, cfg.prefix_caching, cfg.prefix_block_tokens
+        self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
         self.live: dict[int, Job | None] = {}  # submitted, not ended: rid -> Job (None until it arrives)
         self.resched = None
         self.longctx = LongContext(self, cfg.long_context) if cfg.long_context else None
@@ -89,7 +91,7 @@ class SimTarget:
     # ---- Target protocol
     def submit(self, req: Request, at_ns: int) -> None:
         self.live[req.req_id] = None
-        self.loop.at(at_ns, self._arrive, req)
+        self.loop.at_in_order(at_ns, self.arrive_cb, req)
 
     def run(self, emit) -> None:
         self.emit = emit
@@ -102,14 +104,14 @@ class SimTarget:
     def _cancel_all(self) -> None:
         t = self.loop.now_ns
         emit = self.emit
-        pending = {arg.req_id: arg for _, _, fn, arg in self.loop.heap if fn == self._arrive}
+        pending = {arg.req_id: arg for _, _, fn, arg in self.loop.pending() if fn == self._arrive}
         for rid in list(self.live):
             if rid in pending:
                 req = pending[rid]
                 emit((min(req.arrival_ns, t), rid, ARRIVE, None, req.input_tokens, None, None, None, None))
             emit((t, rid, CANCEL, None, None, None, None, None, "interrupted"))
         self.live.clear()
-        self.loop.heap.clear()
+        self.loop.clear()
 
     # ---- arrival and routing
     def _arrive(self, t: int, req: Request) -> None:
@@ -118,8 +120,8 @@ class SimTarget:
         emit((t, rid, SEND, None, None, None, None, None, None))
         job = Job(req)
         self.live[rid] = job
-        if self.cfg.frontend_ns:
-            self.loop.at(t + self.cfg.frontend_ns, self._route, job)
+        if self.frontend_ns:
+            self.loop.at(t + self.frontend_ns, self._route, job)
         else:
             self._route(t, job)
 
@@ -140,22 +142,22 @@ class SimTarget:
             self.resched.wake(t)
         if split:
             return self.longctx.split(t, job, first)
-        if self.cfg.prefix_caching and job.req.hash_ids and first.hbm is not None:
+        if self.prefix_caching and job.req.hash_ids and first.hbm is not None:
             self._prefix(t, job, first)
         else:
             first.enqueue(job, t)
 
     def _prefix(self, t: int, job: Job, e) -> None:
         """Serve the longest cached prefix; blocks from lower tiers are loaded only if that beats recomputing."""
-        hashes, pbt = job.req.hash_ids, self.cfg.prefix_block_tokens
+        hashes, pbt = job.req.hash_ids, self.pbt
         chain = self.chains[e]
         counts, lead = walk(hashes, chain)  # lead: the HBM-only prefix (HBM's leading run)
         total = sum(counts)
         if not total:
             return e.enqueue(job, t)
         cost, n_in = e.pricer.cost, job.n_in
-        hbm_tok = min(lead * pbt, n_in - 1)
-        all_tok = min(total * pbt, n_in - 1)
+        hbm_tok = lead * pbt if lead * pbt < n_in - 1 else n_in - 1
+        all_tok = total * pbt if total * pbt < n_in - 1 else n_in - 1
         load = all_tok > hbm_tok and max(
             transfer_ns(tier.link.link, c * pbt * self.kv_bytes, c) for tier, c in zip(chain[1:], counts[1:]) if c
         ) < cost.prefill_ns(n_in - hbm_tok, hbm_tok) - cost.prefill_ns(n_in - all_tok, all_tok)
@@ -176,7 +178,7 @@ class SimTarget:
         end, nbytes, names = t, 0, []
         for tier, c in zip(chain[1:], counts[1:]):
             if c:
-                msgs, _ = messages_for(self.model, c * pbt, e.bs, self.gran)
+                msgs = message_count(self.model, c * pbt, e.bs, self.gran)
                 # Pool blocks are spread over all nodes (hot ones replicated, as Mooncake Store does), so the
                 # bottleneck is the loading node's own NIC: one shared link per destination node.
                 link = tier.link if tier is not self.pool else self.links.on(e.node, self.pool_link)
@@ -215,7 +217,7 @@ class SimTarget:
             self.emit((t, job.rid, DECODE_START, e.name, None, None, None, None, None))
             e.start_decode(job, e.pricer.steps_for(job.n_out - 1))
             return
-        e.handoff(job)
+        job.state = HANDOFF  # e.handoff(job), written out: its KV stays reserved on e until the transfer is done
         for tier in self.write_through:
             tier.insert(job.req.hash_ids)
         dec = job.decode
@@ -232,22 +234,22 @@ class SimTarget:
         self._transfer(t, job, job.engine, dec, overlap=False)
 
     def p2d_link(self, src, dst) -> str:
-        return self._p2d(src, dst).link.name
+        return self._p2d(src, dst)[0].link.name
 
     def _p2d(self, src, dst):
-        """The SharedLink P->D transfers from src to dst queue on (looked up once per engine pair)."""
-        shared = self.p2d_links.get((src.index, dst.index))
-        if shared is None:
+        """(SharedLink, event detail) of P->D transfers from src to dst (looked up once per engine pair)."""
+        found = self.p2d_links.get((src.index, dst.index))
+        if found is None:
             t = self.cfg.transfer
             shared = self.links.on(src.node, t.intra_link if src.node == dst.node else t.link)
-            self.p2d_links[(src.index, dst.index)] = shared
-        return shared
+            found = self.p2d_links[(src.index, dst.index)] = (shared, f"to {dst.name}")
+        return found
 
     def _transfer(self, t: int, job: Job, src, dst, overlap: bool) -> None:
         tokens = job.ctx
         nbytes = tokens * self.kv_bytes
-        msgs, _ = messages_for(self.model, tokens, src.bs, self.gran)
-        shared = self._p2d(src, dst)
+        msgs = message_count(self.model, tokens, src.bs, self.gran)
+        shared, detail = self._p2d(src, dst)
         spec = shared.link
         begin = t
         if overlap and self.layerwise:
@@ -256,13 +258,13 @@ class SimTarget:
             full = transfer_ns(spec, nbytes, msgs)
             p_ns = src.pricer.cost.prefill_ns(job.n_in - job.cached, job.cached)
             begin = max(0, t - (full - exposed_ns(spec, nbytes, msgs, p_ns, self.model.n_layers)))
-        end = max(t, shared.start(begin, nbytes, msgs))
-        self.emit((t, job.rid, KV_XFER_START, src.name, tokens, None, spec.name, nbytes, f"to {dst.name}"))
-        self.loop.at(end, self._landed, job)
+        end = shared.start(begin, nbytes, msgs)
+        self.emit((t, job.rid, KV_XFER_START, src.name, tokens, None, spec.name, nbytes, detail))
+        self.loop.at(end if end > t else t, self.landed_cb, job)
 
     def _landed(self, t: int, job: Job) -> None:
-        self.emit((t, job.rid, KV_XFER_END, job.decode.name, job.ctx, None, self.p2d_link(job.engine, job.decode),
-                   job.ctx * self.kv_bytes, None))
+        link = self._p2d(job.engine, job.decode)[0].link.name
+        self.emit((t, job.rid, KV_XFER_END, job.decode.name, job.ctx, None, link, job.ctx * self.kv_bytes, None))
         job.engine.release(job, t)
         self.decode_landed(t, job)
 

@@ -22,16 +22,21 @@ def messages_for(model: ModelSpec, tokens: int, block_tokens: int, granularity: 
     """(messages, bytes per message) for moving `tokens` tokens of KV; bytes per message is the mean, rounded up.
 
     K and V of one (layer, block) travel as one message (they are adjacent in a paged layer-major layout)."""
-    total = tokens * model.kv_bytes_per_token()
     if tokens <= 0:
         return 0, 0
+    messages = message_count(model, tokens, block_tokens, granularity)
+    return messages, -(-tokens * model.kv_bytes_per_token() // messages)
+
+
+def message_count(model: ModelSpec, tokens: int, block_tokens: int, granularity: Granularity) -> int:
+    """Messages for moving `tokens` tokens of KV (messages_for without the size: the simulator's hot path)."""
+    if tokens <= 0:
+        return 0
     if granularity is Granularity.LAYER_BLOCK:
-        messages = model.n_layers * -(-tokens // block_tokens)
-    elif granularity is Granularity.LAYER:
-        messages = model.n_layers
-    else:
-        messages = 1
-    return messages, -(-total // messages)
+        return model.n_layers * -(-tokens // block_tokens)
+    if granularity is Granularity.LAYER:
+        return model.n_layers
+    return 1
 
 
 def latency_ns(link: LinkSpec, messages: int) -> int:
