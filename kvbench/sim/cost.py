@@ -133,10 +133,19 @@ class CostModel:
         return (ac, sc, am, sm, self._const) if sc <= sm else (am, sm, ac, sc, self._const)
 
     def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:
-        """n consecutive decode steps, KV growing by `batch` per step; == sum of decode_step_ns, in O(log)."""
+        """n consecutive decode steps, KV growing by `batch` per step; == sum of decode_step_ns, in O(log).
+
+        decode_lines(batch, kv_tokens) with q = 1 written out (the engine's hot path: one call per decode run)."""
         if batch <= 0 or n_steps <= 0:
             return 0
-        return run_sum(n_steps, self.decode_lines(batch, kv_tokens))
+        w = self._cwa * batch
+        if w > self._cwt:
+            w = self._cwt
+        ar = self._ar * batch
+        ac = self._ct * batch + self._cp * (kv_tokens + batch) + ar
+        am = w + self._ck * (kv_tokens + batch) + ar
+        sc, sm = self._cp * batch, self._ck * batch
+        return run_sum(n_steps, (ac, sc, am, sm, self._const) if sc <= sm else (am, sm, ac, sc, self._const))
 
     def decode_steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
         """Largest n with decode_run_ns(batch, kv_tokens, n) <= budget_ns (0 when batch is empty)."""

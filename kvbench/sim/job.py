@@ -34,7 +34,7 @@ class Job:
         self.first_ns = -1  # FIRST_TOKEN time, -1 before it
         self.preempts = 0
         self.steps_left = 0  # decode steps still to run (set when leaving a batch: preemption, migration)
-        self.parts: list[Job] = []  # long-context split: the part jobs computing this prompt on several engines
+        self.parts: list[Job] | tuple = ()  # long-context split: the part jobs computing this prompt on several engines
         self.parent: Job | None = None  # set on a part job: the request it computes a slice of
         self.base = 0  # context tokens whose KV lives on other engines (a part's offset): not reserved here
         self.pending = 0  # parts still computing

@@ -35,6 +35,7 @@ class LongContext:
         engines = [first, *others]
         size = job.n_in // len(engines)
         job.engine, job.pending = first, len(engines)
+        job.parts = []  # () until split: no list per request
         link = sim.links.on(first.node, sim.cfg.transfer.link).link
         hidden = sim.model.hidden
         for i, e in enumerate(engines):
