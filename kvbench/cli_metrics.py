@@ -21,11 +21,12 @@ def summary_cmd(
     from kvbench.metrics import parse_slo
 
     doc = summary.build(run, parse_slo(slo) if slo else None, bucket)
-    summary.write(doc, run)
+    path = summary.write(doc, run)
     if json_out:
-        import json
+        import sys
 
-        print(json.dumps(doc, indent=1))
+        sys.stdout.buffer.write(path.read_bytes())
+        sys.stdout.flush()
     else:
         summary.print_summary(doc)
 

@@ -122,7 +122,8 @@ def itl_gaps(con: "duckdb.DuckDBPyConnection") -> "pandas.DataFrame":
 def kv_transfers(con: "duckdb.DuckDBPyConnection") -> "pandas.DataFrame":
     """One row per KV transfer: run, req_id, instance, tier, nbytes, start_ns, end_ns, duration_ns, in_ttft_ns."""
     prepare(con)
-    return con.execute(sql_text("kv_transfers")).df()
+    query = sql_text("kv_transfers").rstrip().rstrip(";")
+    return con.execute(f"SELECT * FROM ({query}) ORDER BY run, start_ns, req_id").df()
 
 
 def instance_load(con: "duckdb.DuckDBPyConnection", bucket_s: float = 1.0) -> "pandas.DataFrame":

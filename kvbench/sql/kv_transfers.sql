@@ -2,6 +2,7 @@
 --   duration_ns = end - start;  nbytes = END's nbytes, else START's;  tier = START's tier (link or KV tier)
 --   in_ttft_ns  = part of the transfer inside the request's [arrival, FIRST_TOKEN] window (0 if none)
 -- A START without an END (run killed mid-transfer) has NULL end_ns and duration_ns.
+-- Rows come unordered (sorting a million transfers costs a summary a second); kv_transfers() orders them.
 WITH x AS (
     SELECT run, req_id, kind, t_ns, tier, nbytes, instance,
            row_number() OVER (PARTITION BY run, req_id, kind ORDER BY t_ns) AS i
@@ -12,5 +13,4 @@ SELECT s.run, s.req_id, s.instance, s.tier, coalesce(e.nbytes, s.nbytes) AS nbyt
        greatest(0, least(e.t_ns, p.first_ns) - greatest(s.t_ns, p.arrival_ns)) AS in_ttft_ns
 FROM x s LEFT JOIN x e ON e.run = s.run AND e.req_id = s.req_id AND e.i = s.i AND e.kind = 'KV_XFER_END'
 LEFT JOIN per_request p ON p.run = s.run AND p.req_id = s.req_id
-WHERE s.kind = 'KV_XFER_START'
-ORDER BY s.run, s.t_ns, s.req_id;
+WHERE s.kind = 'KV_XFER_START';
