@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     import duckdb
     import numpy as np
 
-# rows of one block of the TBT expansion (request x segment): bounds the memory of long runs (~50 B a row)
-BLOCK_ROWS = 4_000_000
+# rows of one block of the TBT expansion (request x segment, ~60 B a row): bounds the memory of long runs, and
+# blocks of this size run faster than larger ones (fewer fresh pages)
+BLOCK_ROWS = 500_000
 
 
 def segments(rows: dict[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
@@ -98,7 +99,7 @@ def tbt(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarra
     import numpy as np
 
     out = np.full(len(sp["lo"]), np.nan)
-    _, rank = np.unique(-seg["gap_ns"], return_inverse=True)  # 0 = longest gap
+    rank = _rank_longest_first(seg["gap_ns"])
     m = sp["hi"] - sp["lo"] + 1
     cum = np.cumsum(m)
     start = 0
@@ -110,12 +111,24 @@ def tbt(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarra
     return out
 
 
+def _rank_longest_first(gap: "np.ndarray") -> "np.ndarray":
+    """Dense rank of each value, 0 = the largest (equal values share a rank). Hashing first (pandas.factorize)
+    sorts only the distinct values: a run's millions of segments have tens of thousands of step lengths."""
+    import numpy as np
+    import pandas as pd
+
+    codes, distinct = pd.factorize(gap)
+    rank = np.empty(len(distinct), np.int64)
+    rank[np.argsort(-distinct, kind="stable")] = np.arange(len(distinct))
+    return rank[codes]
+
+
 def _tbt_block(seg, rank, sp, m) -> "np.ndarray":
     import numpy as np
 
-    owner = np.repeat(np.arange(len(m)), m)
+    owner = np.repeat(np.arange(len(m), dtype=np.int64), m)
     first = np.cumsum(m) - m
-    j = sp["lo"][owner] + np.arange(len(owner)) - first[owner]  # segment of each (span, segment) row
+    j = np.repeat(sp["lo"] - first, m) + np.arange(len(owner))  # segment of each (span, segment) row
     n = seg["n_steps"][j]
     n[first], n[first + m - 1] = 0, 0  # the ends get their partial counts (at hi: 0 when hi == lo)
     at_lo, at_hi = _end_counts(seg, sp["lo"], sp["hi"], sp["s_ns"], sp["e_ns"])
@@ -132,7 +145,7 @@ def _tbt_block(seg, rank, sp, m) -> "np.ndarray":
 
 
 def build(con: "duckdb.DuckDBPyConnection") -> None:
-    """Temp tables step_instances, step_segments (row_no = segment index), step_spans (lo, hi: row_no),
+    """Temp table step_instances and views step_segments (row_no = segment index), step_spans (lo, hi: row_no),
     step_itl (run, gap_ns, n over finished requests) and step_tbt (run, req_id, tbt_ns); empty without steps."""
     import numpy as np
 
@@ -154,14 +167,9 @@ def build(con: "duckdb.DuckDBPyConnection") -> None:
 
 
 def _store(con: "duckdb.DuckDBPyConnection", name: str, columns: dict[str, "np.ndarray"]) -> None:
-    """A temp table from numpy columns, `inst` replaced by the run and instance names (step_instances)."""
-    import numpy as np
+    """A temp view over numpy columns (registered without a copy), `inst` replaced by the run and instance names."""
     import pyarrow as pa
 
-    table = pa.table({k: np.asarray(v) for k, v in columns.items()})
-    con.register("kvbench_arrays", table)
-    try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT i.run, i.instance, a.* EXCLUDE (inst) "
-                    "FROM kvbench_arrays a JOIN step_instances i USING (inst)")
-    finally:
-        con.unregister("kvbench_arrays")
+    con.register(f"{name}_arrays", pa.table(columns))
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT i.run, i.instance, a.* EXCLUDE (inst) "
+                f"FROM {name}_arrays a JOIN step_instances i USING (inst)")
