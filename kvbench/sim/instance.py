@@ -29,7 +29,7 @@ class Engine:
         self.tps = pricer.tokens_per_step  # tokens computed per request per decode step (the steps table's count)
         self.hbm = hbm  # prefix-cache Tier living in the free part of this engine's KV, or None
         self.pbt = sim.cfg.prefix_block_tokens
-        self.rows = rows.rows.append  # the steps table's buffer (the sim checks for a flush as requests end)
+        self.rows = rows  # appends one row to the steps table
         self.budget, self.cap, self.chunked = pool.token_budget, pool.max_running, pool.chunked_prefill
         self.bs = pool.block_tokens
         self.blocks_total = kv_tokens // self.bs

@@ -45,8 +45,11 @@ class SimTarget:
         self.kv_bytes = self.model.kv_bytes_per_token()
         self.gran = Granularity(cfg.transfer.granularity)
         self.steps = ctx.log.table("steps")
+        buffer = getattr(self.steps, "rows", None)  # a PartWriter's row list: engines append to it directly and
+        self.steps_buffered = isinstance(buffer, list)  # the sim checks for a flush as requests end
+        steps_append = buffer.append if self.steps_buffered else self.steps.append
         self.ended = 0
-        self.engines, n_nodes = make_engines(cfg, self, costs, self.links, self.steps, random.Random(rng.random()))
+        self.engines, n_nodes = make_engines(cfg, self, costs, self.links, steps_append, random.Random(rng.random()))
         self.node_tiers, self.pool = make_tiers(cfg, n_nodes, self.kv_bytes, self.links)
         self.pool_link = next((tc.link for tc in cfg.tiers if tc.kind == "pool"), None)
         for e in self.engines:
@@ -300,7 +303,7 @@ class SimTarget:
         job.state = DONE
         del self.live[job.rid]
         self.ended += 1
-        if not self.ended & 1023:  # engines append to the steps buffer directly: check it here
+        if not self.ended & 1023 and self.steps_buffered:  # engines append to the buffer directly: check it here
             if len(self.steps.rows) >= STEPS_FLUSH_ROWS:
                 self.steps.flush()  # keep the buffered steps rows (3 or so per request) well below the log's default
             else:
