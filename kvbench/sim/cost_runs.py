@@ -42,15 +42,27 @@ def _crossover(a1: int, s1: int, a2: int, s2: int) -> float:
     return -(-(a1 - a2) // (s2 - s1))
 
 
+def _floor_sum_s(n: int, a: int, b: int) -> int:
+    """floor_sum(n, S, a, b), its first reduction by shift and mask (S is a power of two): the hot path."""
+    total = (n - 1) * n // 2 * (a >> SHIFT) + n * (b >> SHIFT)
+    a &= S - 1
+    b &= S - 1
+    y = a * n + b
+    if y < S:
+        return total
+    n, b = divmod(y, S)
+    return total + floor_sum(n, a, S, b)
+
+
 def run_sum(n: int, lines: Lines) -> int:
     """Exact total of the first n steps of a run (see `lines` above)."""
     a1, s1, a2, s2, const = lines
-    i0 = min(n, _crossover(a1, s1, a2, s2))
-    if i0 == 0:
-        return floor_sum(n, S, s2, a2) + n * const
+    if a1 <= a2:  # _crossover(...) == 0, written out: line 2 wins from step 0
+        return _floor_sum_s(n, s2, a2) + n * const
+    i0 = n if s1 == s2 else min(n, -(-(a1 - a2) // (s2 - s1)))
     if i0 == n:
-        return floor_sum(n, S, s1, a1) + n * const
-    return floor_sum(i0, S, s1, a1) + floor_sum(n - i0, S, s2, a2 + s2 * i0) + n * const
+        return _floor_sum_s(n, s1, a1) + n * const
+    return _floor_sum_s(i0, s1, a1) + _floor_sum_s(n - i0, s2, a2 + s2 * i0) + n * const
 
 
 def _real_sum(n: float, a: float, s: float, const: float) -> float:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
+from heapq import heappop, heappush
 from typing import Any, Callable
 
 
@@ -25,22 +25,23 @@ class Loop:
 
     def at(self, t_ns: int, fn: Callable[[int, Any], None], arg: Any = None) -> None:
         """Run `fn(t_ns, arg)` at virtual time `t_ns` (never earlier than now: causality)."""
-        self.seq += 1
-        heapq.heappush(self.heap, (t_ns if t_ns > self.now_ns else self.now_ns, self.seq, fn, arg))
+        self.seq = seq = self.seq + 1
+        now = self.now_ns
+        heappush(self.heap, (t_ns if t_ns > now else now, seq, fn, arg))
 
     def at_in_order(self, t_ns: int, fn: Callable[[int, Any], None], arg: Any = None) -> None:
         """Like `at`, cheaper for events scheduled in nondecreasing time (an out-of-order one goes to the heap)."""
-        self.seq += 1
+        self.seq = seq = self.seq + 1
         t = t_ns if t_ns > self.now_ns else self.now_ns
         fifo = self.fifo
         if fifo and t < fifo[-1][0]:
-            heapq.heappush(self.heap, (t, self.seq, fn, arg))
+            heappush(self.heap, (t, seq, fn, arg))
         else:
-            fifo.append((t, self.seq, fn, arg))
+            fifo.append((t, seq, fn, arg))
 
     def run(self) -> None:
         """Pop and run events until none is left (callbacks may schedule more)."""
-        heap, fifo, pop, popleft = self.heap, self.fifo, heapq.heappop, self.fifo.popleft
+        heap, fifo, pop, popleft = self.heap, self.fifo, heappop, self.fifo.popleft
         while True:
             if fifo:
                 t, _, fn, arg = pop(heap) if heap and heap[0] < fifo[0] else popleft()
