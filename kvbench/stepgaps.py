@@ -65,9 +65,12 @@ def partial(seg: dict[str, "np.ndarray"], j: "np.ndarray", s: "np.ndarray", e: "
     import numpy as np
 
     t, length, n = seg["t_ns"][j], seg["end_ns"][j] - seg["t_ns"][j], seg["n_steps"][j]
+    huge = length > (1 << 62) // n  # length * n overflows int64 (a segment over ~50 min of 1 ms steps)
+    if huge.any():  # exact in Python integers, rare
+        t, length, n, s, e = (np.asarray(x).astype(object) for x in (t, length, n, s, e))
     ended = (np.clip(e - t, 0, length) * n) // length
     started = (np.clip(s - t, 0, length) * n + length - 1) // length
-    return ended - started
+    return (ended - started).astype(np.int64)
 
 
 def itl_weights(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarray":
@@ -124,6 +127,7 @@ def _rank_longest_first(gap: "np.ndarray") -> "np.ndarray":
 
 
 def _tbt_block(seg, rank, sp, m) -> "np.ndarray":
+    """TBT of the spans of one block; m = segments each spans."""
     import numpy as np
 
     owner = np.repeat(np.arange(len(m), dtype=np.int64), m)

@@ -65,3 +65,11 @@ def test_long_requests_are_split_into_blocks(tmp_path, monkeypatch):
     assert tbt[0] == 20 and tbt[1] == 20 and np.isnan(tbt[2])
     itl = itl_gaps(con)
     assert dict(zip((itl["gap_ns"] / 1e6).round().astype(int), itl["n"])) == {10: 18 + 6, 20: 9 + 2}
+
+
+def test_partial_counts_of_a_segment_too_long_for_int64_products():
+    # one segment of 10**7 steps of 10**6 ns (length 10**13 ns: length * steps = 10**20 > 2**63); a request
+    # from 2.5 steps in to 7 steps before the end gets steps 4 .. 10**7 - 7: 10**7 - 7 - 3 = 9,999,990
+    seg = {"t_ns": np.array([0]), "end_ns": np.array([10**13]), "n_steps": np.array([10**7])}
+    got = stepgaps.partial(seg, np.array([0]), np.array([2_500_000]), np.array([10**13 - 7 * 10**6]))
+    assert got.tolist() == [10**7 - 10]

@@ -1,10 +1,13 @@
 """Benchmark: `kvbench summary` on a generated run of N requests (default 1,000,000, ~8 events each).
 
-    python tests/bench/bench_metrics.py [--requests 1000000] [--repeat 3] [--kind real|sim] [--dir /tmp/kvbench-bench]
+    python tests/bench/bench_metrics.py [--requests 1000000] [--repeat 3] [--kind real|sim|realsim] [--dir /tmp/kvbench-bench]
 
 `real` writes what the fixed target writes plus ROUTE/PREFILL events (8 events a request, no steps table);
-`sim` adds a simulator-shaped steps table (16 instances, a row per batch-membership change) so the ITL/TBT range
-join over steps is measured too. The run is written straight to Parquet with pyarrow (seconds, not a replay).
+`sim` adds a simulator-shaped steps table (16 instances, a row per batch-membership change) so the ITL/TBT work
+over steps is measured too. Both are written straight to Parquet with pyarrow (seconds, not a replay).
+`realsim` replays the conversation trace back to back (each copy its own hash ids, tests/bench/bench_sim.py's
+`repeated`) on sim:pd-2p2d: a real simulator log (~11 events a request, ~2.9 step rows a request; about two
+minutes to make 1,000,000 requests, once).
 Prints the median wall time and the peak RSS of the `kvbench summary` process over the repetitions.
 """
 
@@ -80,7 +83,22 @@ def _steps(r: dict[str, np.ndarray]) -> pa.Table:
     return pa.concat_tables(parts).cast(STEPS)
 
 
+def replay_sim(run_dir: Path, n: int) -> None:
+    """A real sim:pd-2p2d run of n requests of the repeated conversation trace."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_sim import TRACE, repeated
+
+    from kvbench.run import RunOptions, execute
+    from kvbench.target import resolve
+    from kvbench.workload.load import Workload
+
+    execute(Workload("repeated", str(TRACE), "bench", lambda: repeated(n)), resolve("sim:pd-2p2d"),
+            RunOptions(out=run_dir))
+
+
 def generate(run_dir: Path, n: int, kind: str) -> None:
+    if kind == "realsim":
+        return replay_sim(run_dir, n)
     rng = np.random.default_rng(0)
     r = _requests(n, rng)
     for d in ("events", "requests", "steps"):
@@ -115,7 +133,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--kind", choices=("real", "sim"), default="real")
+    ap.add_argument("--kind", choices=("real", "sim", "realsim"), default="real")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/kvbench-bench"))
     a = ap.parse_args()
     run_dir = a.dir / f"{a.kind}-{a.requests}"
