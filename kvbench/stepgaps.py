@@ -102,7 +102,7 @@ def tbt(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarra
     import numpy as np
 
     out = np.full(len(sp["lo"]), np.nan)
-    rank = _rank_longest_first(seg["gap_ns"])
+    rank = _rank_longest_first(seg["gap_ns"])  # (rank per segment, gap per rank)
     m = sp["hi"] - sp["lo"] + 1
     cum = np.cumsum(m)
     start = 0
@@ -114,16 +114,18 @@ def tbt(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarra
     return out
 
 
-def _rank_longest_first(gap: "np.ndarray") -> "np.ndarray":
-    """Dense rank of each value, 0 = the largest (equal values share a rank). Hashing first (pandas.factorize)
-    sorts only the distinct values: a run's millions of segments have tens of thousands of step lengths."""
+def _rank_longest_first(gap: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """Dense rank of each value (0 = the largest; equal values share a rank) and the distinct values by rank.
+    Hashing first (pandas.factorize) sorts only the distinct values: a run's millions of segments have tens of
+    thousands of step lengths."""
     import numpy as np
     import pandas as pd
 
     codes, distinct = pd.factorize(gap)
+    order = np.argsort(-distinct, kind="stable")
     rank = np.empty(len(distinct), np.int64)
-    rank[np.argsort(-distinct, kind="stable")] = np.arange(len(distinct))
-    return rank[codes]
+    rank[order] = np.arange(len(distinct))
+    return rank[codes], distinct[order]
 
 
 def _tbt_block(seg, rank, sp, m) -> "np.ndarray":
@@ -138,8 +140,10 @@ def _tbt_block(seg, rank, sp, m) -> "np.ndarray":
     at_lo, at_hi = _end_counts(seg, sp["lo"], sp["hi"], sp["s_ns"], sp["e_ns"])
     n[first + m - 1] += at_hi
     n[first] += at_lo
-    order = np.argsort(owner * (int(rank.max(initial=0)) + 1) + rank[j], kind="stable")  # by span, longest first
-    owner, n, gap = owner[order], n[order], seg["gap_ns"][j[order]]
+    rank_of, gap_of = rank
+    r = rank_of[j]
+    order = np.argsort(owner * (len(gap_of) + 1) + r, kind="stable")  # by span, longest first
+    n, gap = n[order], gap_of[r[order]]  # owner stays: spans keep their places, sorted within
     total = np.bincount(owner, n, len(m))  # G per span
     k = np.ceil(total / 10.0)
     before = np.cumsum(n) - n - np.repeat(np.cumsum(total) - total, m)
