@@ -73,3 +73,18 @@ def test_partial_counts_of_a_segment_too_long_for_int64_products():
     seg = {"t_ns": np.array([0]), "end_ns": np.array([10**13]), "n_steps": np.array([10**7])}
     got = stepgaps.partial(seg, np.array([0]), np.array([2_500_000]), np.array([10**13 - 7 * 10**6]))
     assert got.tolist() == [10**7 - 10]
+
+
+def test_two_sim_runs_with_the_same_instance_names(tmp_path):
+    # request 0 decodes on d0 from 0 to 100 ms in both runs; run a's d0 runs 10 steps of 10 ms, run b's 5 of 20 ms
+    def run(name, n_steps):
+        events = [ev(0, 0, "ARRIVE", tokens=10), ev(0, 0, "FIRST_TOKEN", "d0", 1), ev(100, 0, "LAST_TOKEN", "d0", 9),
+                  ev(100, 0, "FINISH", "d0", 9)]
+        return write_run(tmp_path / name, events, [], [step("d0", 0, 100, n_steps, 1, 1)])
+
+    con = open_runs([run("a", 10), run("b", 5)])
+    itl = itl_gaps(con)
+    got = {(r, round(g / 1e6)): n for r, g, n in zip(itl["run"], itl["gap_ns"], itl["n"])}
+    assert got == {("a", 10): 10, ("b", 20): 5}
+    tbt = per_request(con).set_index("run")["tbt_ns"] / 1e6
+    assert (tbt["a"], tbt["b"]) == (10, 20)  # k = 1 of 10 gaps / 1 of 5 gaps
