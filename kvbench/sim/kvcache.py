@@ -46,9 +46,13 @@ class Tier:
             n += 1
         return n
 
-    def touch(self, hashes: Iterable[int]) -> None:
-        """Mark the resident ones of `hashes` most recently used (a hit); never adds a block."""
+    def touch(self, hashes: Sequence[int], resident: int = 0) -> None:
+        """Mark the resident ones of `hashes` most recently used (a hit); never adds a block. The caller may know
+        that the first `resident` of them are held (a matched prefix): those move without a membership test."""
         blocks, move = self.blocks, self.blocks.move_to_end
+        if resident:
+            deque(map(move, islice(hashes, resident)), 0)
+            hashes = islice(hashes, resident, None)
         for h in hashes:
             if h in blocks:
                 move(h)

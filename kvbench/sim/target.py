@@ -45,11 +45,9 @@ class SimTarget:
         self.kv_bytes = self.model.kv_bytes_per_token()
         self.gran = Granularity(cfg.transfer.granularity)
         self.steps = ctx.log.table("steps")
-        buffer = getattr(self.steps, "rows", None)  # a PartWriter's row list: engines append to it directly and
-        self.steps_buffered = isinstance(buffer, list)  # the sim checks for a flush as requests end
-        steps_append = buffer.append if self.steps_buffered else self.steps.append
         self.ended = 0
-        self.engines, n_nodes = make_engines(cfg, self, costs, self.links, steps_append, random.Random(rng.random()))
+        self.engines, n_nodes = make_engines(cfg, self, costs, self.links, self._steps_append(),
+                                             random.Random(rng.random()))
         self.node_tiers, self.pool = make_tiers(cfg, n_nodes, self.kv_bytes, self.links)
         self.pool_link = next((tc.link for tc in cfg.tiers if tc.kind == "pool"), None)
         for e in self.engines:
@@ -66,10 +64,7 @@ class SimTarget:
         self.router = RouterState(cfg.params(), rng.randrange(1 << 62))
         self.write_through = [t for t in self.shared_chain() if any(tc.kind == t.kind and tc.write_through
                                                                      for tc in cfg.tiers)]
-        self.p2d_links: dict[tuple[int, int], object] = {}  # (src index, dst index) -> SharedLink
-        self.layerwise = cfg.transfer.layerwise
-        self.frontend_ns, self.prefix_caching, self.pbt = cfg.frontend_ns, cfg.prefix_caching, cfg.prefix_block_tokens
-        self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
+        self._hot_paths(cfg)
         self.live: dict[int, Job | None] = {}  # submitted, not ended: rid -> Job (None until it arrives)
         self.resched = None
         self.longctx = LongContext(self, cfg.long_context) if cfg.long_context else None
@@ -77,6 +72,20 @@ class SimTarget:
             from kvbench.sim.star import Rescheduler
 
             self.resched = Rescheduler(self, cfg.reschedule, ctx.seed)
+
+    def _steps_append(self):
+        """The steps table's append: a PartWriter's row list when it has one (engines append to it directly and
+        the sim checks for a flush as requests end, see _end), else the writer's own append."""
+        buffer = getattr(self.steps, "rows", None)
+        self.steps_buffered = isinstance(buffer, list)
+        return buffer.append if self.steps_buffered else self.steps.append
+
+    def _hot_paths(self, cfg) -> None:
+        """What the per-request paths read, looked up once."""
+        self.p2d_links: dict[tuple[int, int], tuple] = {}  # (src index, dst index) -> (SharedLink, detail)
+        self.layerwise = cfg.transfer.layerwise
+        self.frontend_ns, self.prefix_caching, self.pbt = cfg.frontend_ns, cfg.prefix_caching, cfg.prefix_block_tokens
+        self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
 
     # ---- helpers for routers and tiers
     def _chain_below(self, node: int):
@@ -167,7 +176,7 @@ class SimTarget:
         cached = all_tok if load else hbm_tok
         job.cached, job.ctx, job.prefill_left = cached, cached, n_in - cached
         if counts[0]:
-            e.hbm.touch(hashes[:total])  # a hit refreshes the blocks' LRU position
+            e.hbm.touch(hashes[:total], lead)  # a hit refreshes the blocks' LRU position (the lead ones are held)
         if not load:
             job.hit_tier = "hbm" if lead else None
             return e.enqueue(job, t)
