@@ -35,9 +35,9 @@ SERVER_METRICS = pa.schema([
 ])
 TABLES = {"events": EVENTS, "requests": REQUESTS, "steps": STEPS, "server_metrics": SERVER_METRICS}
 
-FLUSH_ROWS = 262_144  # rows per part at most: bounds memory of a fast (simulated) run
+FLUSH_ROWS = 65_536  # rows per part at most: bounds the buffer's memory in a fast (simulated) run (~15 MB)
 FLUSH_NS = 1_000_000_000  # a real-time run flushes at least this often, so SIGKILL loses at most ~1 s
-COMPACT_OVER_PARTS = 64  # a long real-time run leaves many small parts; merge them on a clean close
+COMPACT_OVER_PARTS = 64  # a long real-time run leaves many small (1 s) parts; merge them on a clean close
 
 
 def table_glob(run_dir: str | os.PathLike, table: str = "events") -> str:
@@ -128,7 +128,7 @@ class PartWriter:
 
     def close(self) -> None:
         self.flush()
-        if len(self.parts) > COMPACT_OVER_PARTS:
+        if self.realtime and len(self.parts) > COMPACT_OVER_PARTS:
             self._compact()
 
     def _compact(self) -> None:

@@ -3,6 +3,8 @@
 It knows nothing about which target it drives. Open loop (default): each request is released at its arrival
 time. Closed loop (`concurrency=C`): at most C requests in flight, the next one released when a slot frees.
 The stream is pulled lazily (at most `window` submitted but not ended), so memory follows what is in flight.
+A request that would exceed the window waits for a slot: its SEND then trails its ARRIVE, and the delay shows
+as client lag (only a target with more than WINDOW requests in flight at once is affected).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from kvbench.eventlog import EventLog
 from kvbench.records import CANCEL, ERROR, FINISH, REJECT, TERMINAL, Event, Request
 from kvbench.reuse import SeenBlocks
 from kvbench.target import Target
+
+WINDOW = 32_768  # requests submitted but not ended at most: ~1 KB each in a simulator (request, job, block ids)
 
 
 
@@ -50,7 +54,7 @@ class _Session:
 
 
 class Replayer:
-    def __init__(self, target: Target, log: EventLog, concurrency: int | None = None, window: int = 65_536,
+    def __init__(self, target: Target, log: EventLog, concurrency: int | None = None, window: int = WINDOW,
                  progress: Callable[[ReplayStats], None] | None = None):
         self.target, self.log = target, log
         self.concurrency = concurrency

@@ -35,21 +35,35 @@ def test_events_round_trip_through_duckdb(tmp_path):
     assert pq.read_schema(next((tmp_path / "events").glob("*.parquet"))).equals(EVENTS)
 
 
-def test_parts_are_flushed_by_row_count_and_compacted_on_close(tmp_path, monkeypatch):
+def test_realtime_parts_are_flushed_by_row_count_and_compacted_on_close(tmp_path, monkeypatch):
     import kvbench.eventlog as el
 
     monkeypatch.setattr(el, "FLUSH_ROWS", 10)
     monkeypatch.setattr(el, "COMPACT_OVER_PARTS", 3)
-    w = PartWriter(tmp_path / "events", EVENTS)
-    for i in range(45):  # 45 rows at 10 per part: flushed in bulk when the 4096-row check fires or on close
+    w = PartWriter(tmp_path / "events", EVENTS, realtime=True)
+    for i in range(45):  # 45 rows at 10 per part (FLUSH_ROWS), the last 5 flushed on close
         w.append(Event(i, i, ARRIVE))
         if i % 10 == 9:
             w.flush()
-    assert len(w.parts) == 4  # four explicit flushes of 10 rows; 5 rows still buffered
-    w.close()  # flushes the 5 and, with 5 > 3 parts, merges them into one file
+    assert len(w.parts) == 4  # four parts of 10 rows; 5 rows still buffered
+    w.close()  # flushes the 5 and, with 5 > 3 small parts of a real-time run, merges them into one file
     files = sorted(p.name for p in (tmp_path / "events").iterdir())
     assert files == ["part-all.parquet"]
     assert duckdb.execute(f"SELECT count(*), sum(t_ns) FROM read_parquet('{table_glob(tmp_path)}')").fetchone() == (45, 990)
+
+
+def test_simulated_runs_keep_their_parts(tmp_path, monkeypatch):
+    import kvbench.eventlog as el
+
+    monkeypatch.setattr(el, "FLUSH_ROWS", 10)
+    monkeypatch.setattr(el, "COMPACT_OVER_PARTS", 3)
+    w = PartWriter(tmp_path / "events", EVENTS)  # virtual time: parts are already large, merging costs a rewrite
+    for i in range(45):
+        w.append(Event(i, i, ARRIVE))
+        if i % 10 == 9:
+            w.flush()
+    w.close()
+    assert len(list((tmp_path / "events").glob("part-0*.parquet"))) == 5
 
 
 def test_realtime_writer_flushes_within_about_a_second(tmp_path):

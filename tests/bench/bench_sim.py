@@ -38,7 +38,7 @@ def repeated(n: int):
             if rid == n:
                 return
             yield r._replace(req_id=rid, arrival_ns=r.arrival_ns + copy * span,
-                             hash_ids=tuple(h + copy * 10_000_000 for h in r.hash_ids))
+                             hash_ids=tuple(h + copy * 200_000 for h in r.hash_ids))  # dense, as remapped ids are
             rid += 1
 
 
