@@ -209,8 +209,7 @@ class Replayer:
         seen = self.seen
         if not seen.enabled:
             return None
-        hit = seen.leading_hits(req.hash_ids)
-        seen.add(req.hash_ids)
+        hit = seen.observe(req.hash_ids)
         return min(hit * req.block_tokens, req.input_tokens)
 
     def _report(self, force: bool = False) -> None:

@@ -32,16 +32,31 @@ class SeenBlocks:
             hit += 1
         return hit
 
+    def observe(self, ids: tuple[int, ...]) -> int:
+        """leading_hits(ids), then add(ids): one pass, since the leading hits are already in."""
+        hit = self.leading_hits(ids)
+        if hit < len(ids):
+            self.add(ids[hit:])
+        return hit
+
     def add(self, ids: tuple[int, ...]) -> None:
+        if not ids:
+            return
         bits = self.bits
+        top = max(ids)
+        if min(ids) < 0 or top >= BITMAP_IDS:
+            return self._add_mixed(ids)
+        need = (top >> 3) + 1
+        if need > len(bits):
+            bits.extend(bytes(max(need - len(bits), len(bits) // 2)))  # grow geometrically
         for h in ids:
-            if 0 <= h < BITMAP_IDS:
-                i = h >> 3
-                if i >= len(bits):
-                    bits.extend(bytes(max(i + 1 - len(bits), len(bits) // 2)))  # grow geometrically
-                bits[i] |= 1 << (h & 7)
-            else:
-                self.sparse.add(h)
+            bits[h >> 3] |= 1 << (h & 7)
+
+    def _add_mixed(self, ids: tuple[int, ...]) -> None:
+        small = tuple(h for h in ids if 0 <= h < BITMAP_IDS)
+        if small:
+            self.add(small)
+        self.sparse.update(h for h in ids if not 0 <= h < BITMAP_IDS)
         if len(self.sparse) > SET_CAP:
             self.enabled = False
             self.sparse = set()
