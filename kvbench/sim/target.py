@@ -271,6 +271,8 @@ class SimTarget:
             p_ns = src.pricer.cost.prefill_ns(job.n_in - job.cached, job.cached)
             begin = max(0, t - (full - exposed_ns(spec, nbytes, msgs, p_ns, self.model.n_layers)))
         end = shared.start(begin, nbytes, msgs)
+        if begin < t:  # the event marks the exposed tail (what TTFT pays); the detail keeps the wire's start
+            detail = f"{detail} layerwise_from_ns={begin}"
         self.emit((t, job.rid, KV_XFER_START, src.name, tokens, None, spec.name, nbytes, detail))
         self.loop.at(end if end > t else t, self.landed_cb, job)
 
