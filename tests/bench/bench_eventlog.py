@@ -31,29 +31,23 @@ def write(events: list[Event]) -> float:
         shutil.rmtree(d)
 
 
-def build_and_write(n: int) -> float:
+def as_event(i: int) -> Event:
+    return Event(i * 1000, i >> 2, KINDS[i % 3], "decode-0", 7, 3)
+
+
+def as_tuple(i: int) -> tuple:
+    """As the simulator emits: a plain 9-tuple in Event's field order (no NamedTuple construction)."""
+    return (i * 1000, i >> 2, KINDS[i % 3], "decode-0", 7, 3, None, None, None)
+
+
+def build_and_write(n: int, make) -> float:
     d = tempfile.mkdtemp()
     try:
         t = time.perf_counter()
         log = EventLog(d)
         emit = log.emit
         for i in range(n):
-            emit(Event(i * 1000, i >> 2, KINDS[i % 3], "decode-0", 7, 3))
-        log.close()
-        return time.perf_counter() - t
-    finally:
-        shutil.rmtree(d)
-
-
-def build_tuples_and_write(n: int) -> float:
-    """As the simulator emits: plain 9-tuples in Event's field order (no NamedTuple construction)."""
-    d = tempfile.mkdtemp()
-    try:
-        t = time.perf_counter()
-        log = EventLog(d)
-        emit = log.emit
-        for i in range(n):
-            emit((i * 1000, i >> 2, KINDS[i % 3], "decode-0", 7, 3, None, None, None))
+            emit(make(i))
         log.close()
         return time.perf_counter() - t
     finally:
@@ -64,10 +58,10 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
     events = [Event(i * 1000, i >> 2, KINDS[i % 3], "decode-0", 7, 3) for i in range(n)]
     w = statistics.median(write(events) for _ in range(5))
-    b = statistics.median(build_and_write(n) for _ in range(5))
+    b = statistics.median(build_and_write(n, as_event) for _ in range(5))
     print(f"events: {n:,}")
     print(f"write pre-built events: median {w:.3f} s -> {n / w / 1e6:.2f} M events/s")
-    p = statistics.median(build_tuples_and_write(n) for _ in range(5))
+    p = statistics.median(build_and_write(n, as_tuple) for _ in range(5))
     print(f"build + write events:   median {b:.3f} s -> {n / b / 1e6:.2f} M events/s (Event NamedTuples)")
     print(f"build + write tuples:   median {p:.3f} s -> {n / p / 1e6:.2f} M events/s (plain tuples, as the sim)")
 
