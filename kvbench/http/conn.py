@@ -79,7 +79,9 @@ class Connection(asyncio.Protocol):
             return
         sink = self.sink
         try:
-            body = self._feed(self.buf + data if self.buf else data, now)
+            body = _whole_chunk(data) if self.state == _SIZE and not self.buf else None
+            if body is None:
+                body = self._feed(self.buf + data if self.buf else data, now)
             if body:
                 self.received += len(body)
                 sink.on_data(body, now)
@@ -243,6 +245,19 @@ def request_head(url: str, headers: dict[str, str]) -> bytes:
         merged[name.lower()] = (name, value)
     lines += [f"{name}: {value}" for name, value in merged.values()]
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+
+def _whole_chunk(data: bytes) -> bytes | None:
+    """The payload when `data` is exactly one complete non-empty chunk (a streamed token's usual read), else
+    None and the general state machine takes it; the same size parsing as `_chunk_size`, without extensions."""
+    i = data.find(b"\r\n")
+    if i <= 0 or i > 8 or data[-2:] != b"\r\n":
+        return None
+    try:
+        size = int(data[:i], 16)
+    except ValueError:
+        return None
+    return data[i + 2:-2] if size and i + 4 + size == len(data) else None
 
 
 def _chunk_size(line: bytes) -> int:
