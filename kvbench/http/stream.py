@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 
 from kvbench.http.faults import StreamFault, one_line
@@ -9,6 +11,7 @@ from kvbench.http.sse import SSEParser
 from kvbench.records import CHUNK, ERROR, FINISH, FIRST_TOKEN, REJECT, SEND, Emit, Event, Request
 
 ERROR_BODY_BYTES = 4096  # of a non-200 response body, kept for the detail
+_PLAIN = re.compile(rb'[^"\\\x00-\x1f]*').fullmatch  # string content that needs no JSON escape and ends no string
 
 
 class Response:
@@ -17,7 +20,7 @@ class Response:
 
     __slots__ = ("emit", "rid", "t0_ns", "chat", "sse", "status", "err_body", "tokens", "last_ns", "usage",
                  "finish_reason", "done", "headers", "start_ns", "io_ns", "timed_out", "send_event", "end_ns",
-                 "ended", "done_cb", "notes")
+                 "ended", "done_cb", "notes", "tpl")
 
     def __init__(self, emit: Emit, rid: int, t0_ns: int, chat: bool, max_event_bytes: int, now: int,
                  send_event: bool = True, done_cb=None, notes: list[str] | None = None):
@@ -36,6 +39,7 @@ class Response:
         self.timed_out: tuple[str, str] | None = None
         self.end_ns = 0  # t_ns when the last bytes arrived
         self.ended = False  # the terminal event was emitted from on_done
+        self.tpl: tuple[bytes, bytes] | None = None  # a plain token chunk's bytes around its text (see _plain)
 
     def on_send(self, now_ns: int) -> None:
         """The request bytes are being written (after any connect): SEND, on the first attempt only."""
@@ -76,8 +80,10 @@ class Response:
             for payload in payloads:
                 if payload == b"[DONE]":
                     self.done = True
+                elif self.tpl is not None and self._plain(payload):
+                    self.tokens += 1
                 elif payload:
-                    self.tokens += self._tokens_in(orjson.loads(payload))
+                    self.tokens += self._tokens_in(orjson.loads(payload), payload)
         finally:  # tokens read before a fault in the same read are still measured
             if self.tokens > before:
                 # a plain 9-tuple in Event's field order: the replayer and the log accept it, and it is cheaper
@@ -87,7 +93,28 @@ class Response:
         if self.sse.error is not None:
             raise self.sse.error
 
-    def _tokens_in(self, obj: object) -> int:
+    def _plain(self, payload: bytes) -> bool:
+        """`payload` is the learnt plain token chunk with other non-empty text: the same bytes before and after
+        the text's string, and between them ASCII with no quote, backslash or control byte, so it cannot end
+        that string or add anything: the same JSON with another text. It counts 1 without parsing."""
+        pre, suf = self.tpl
+        if len(payload) <= len(pre) + len(suf) or not payload.startswith(pre) or not payload.endswith(suf):
+            return False
+        mid = payload[len(pre):len(payload) - len(suf)]
+        return mid.isascii() and _PLAIN(mid) is not None
+
+    def _learn(self, payload: bytes, key: bytes, text: object) -> None:
+        """Remember the bytes around `text` in a parsed chunk that counted exactly 1 (no usage, no finish
+        reason), when its key occurs once and the text is written there unescaped."""
+        enc = text.encode() if isinstance(text, str) else b""
+        if not enc.isascii() or _PLAIN(enc) is None or payload.count(key) != 1:
+            return
+        i = payload.find(key) + len(key)
+        j = payload.find(b'"', i)
+        if j > i and payload[i:j].strip() == b":" and payload[j + 1:j + 2 + len(enc)] == enc + b'"':
+            self.tpl = payload[:j + 1], payload[j + 1 + len(enc):]
+
+    def _tokens_in(self, obj: object, payload: bytes = b"") -> int:
         """1 per chunk with text, unless the chunk's usage counts them (vLLM continuous usage stats)."""
         if not isinstance(obj, dict):
             raise StreamFault("protocol", f"data is not a JSON object: {one_line(repr(obj), 80)}")
@@ -109,6 +136,9 @@ class Response:
             self.finish_reason = c["finish_reason"]
         if usage and isinstance(usage.get("completion_tokens"), int):
             return max(0, usage["completion_tokens"] - self.tokens)
+        if text and not usage and not c.get("finish_reason") and payload:
+            self._learn(payload, b'"text"' if not self.chat else b'"content"' if delta.get("content")
+                        else b'"reasoning_content"', text)
         return 1 if text else 0
 
 

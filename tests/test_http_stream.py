@@ -1,0 +1,74 @@
+"""Token counting of one streamed response: chunks that skip JSON parsing (the learnt plain-chunk shape) count
+exactly what a full parse of every chunk counts, whatever the text, spacing, usage or finish reason."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvbench.http.stream import Response
+
+
+def feed(chat: bool, payloads: list[bytes]) -> tuple[Response, list[tuple]]:
+    events: list[tuple] = []
+    r = Response(events.append, 7, 0, chat, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10)
+    for i, p in enumerate(payloads):  # one SSE event per read, as a server streaming token by token sends them
+        r.on_data(b"data: " + p + b"\n\n", 100 + i)
+    r.on_end(1000)
+    return r, events
+
+
+def chunk(chat: bool, text: str | None, finish: str | None = None, spaced: bool = False, created: int = 1) -> bytes:
+    choice = {"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text}
+    choice["finish_reason"] = finish
+    obj = {"id": "cmpl-1", "created": created, "choices": [choice]}
+    return json.dumps(obj).encode() if spaced else orjson.dumps(obj)
+
+
+def test_plain_chunks_count_without_parsing_and_usage_still_read():
+    texts = [" a", " b", " c", ""]  # 3 non-empty texts = 3 tokens; the empty one counts 0
+    payloads = [chunk(False, t) for t in texts] + [chunk(False, "", "length"),
+                                                    b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,'
+                                                    b'"prompt_tokens_details":{"cached_tokens":2}}}', b"[DONE]"]
+    r, events = feed(False, payloads)
+    assert r.tpl == (b'{"id":"cmpl-1","created":1,"choices":[{"index":0,"text":"', b'","finish_reason":null}]}')
+    assert r.tokens == 3 and r.finish_reason == "length" and r.done
+    assert r.usage == {"prompt_tokens": 5, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}}
+    assert [(e[0], e[4]) for e in events] == [(100, 1), (101, 1), (102, 1)]  # one event per read with tokens
+
+
+def test_a_changed_shape_or_escaped_text_is_parsed_in_full():
+    # the finish chunk shares the prefix but not the suffix; an escaped quote and non-ASCII text are parsed;
+    # a new `created` second is parsed and relearnt: 5 tokens in all, then the finish reason is seen
+    payloads = [chunk(True, " a"), chunk(True, 'say "hi"'), chunk(True, "é"), chunk(True, " b", created=2),
+                chunk(True, " c", created=2), chunk(True, None, "stop")]
+    r, _ = feed(True, payloads)
+    assert r.tokens == 5 and r.finish_reason == "stop"
+    assert r.tpl[0].endswith(b'"created":2,"choices":[{"index":0,"delta":{"content":"')
+
+
+def test_an_error_object_after_plain_chunks_still_ends_the_stream():
+    r = Response([].append, 7, 0, False, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10)
+    r.on_data(b"data: " + chunk(False, " a") + b"\n\n", 11)
+    try:
+        r.on_data(b'data: {"error":{"message":"boom"}}\n\n', 12)
+    except Exception as e:  # a StreamFault classified server_error
+        assert "boom" in str(e)
+    else:
+        raise AssertionError("an error object must raise")
+    assert r.tokens == 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=6)), st.integers(1, 2)), min_size=1, max_size=12),
+       st.booleans(), st.booleans())
+def test_counts_match_a_full_parse_of_every_chunk(items, chat, spaced):
+    payloads = [chunk(chat, text, spaced=spaced, created=created) for text, created in items]
+    r, _ = feed(chat, payloads)
+    # the reference: parse every chunk; a chunk counts 1 when its text is non-empty
+    assert r.tokens == sum(1 for text, _ in items if text)
