@@ -66,6 +66,7 @@ class OpenAITarget:
         self._crash: BaseException | None = None
         self._watched: dict[asyncio.Task, Response] = {}  # attempts the read-timeout watchdog looks at
         self._later: list[tuple[Request, bytes, Response]] = []  # refills to write after this iteration's reads
+        self._ready: tuple[int, bytes | None] | None = None  # (heap seq, payload) of the next timed release
 
     def _base_body(self) -> dict:
         p = self.prof
@@ -109,7 +110,7 @@ class OpenAITarget:
         if w is not None and not w.done():
             w.set_result(None)
 
-    def _start(self, req: Request, at_ns: int, write_now: bool = True) -> None:
+    def _start(self, req: Request, at_ns: int, write_now: bool = True, payload: bytes | None = None) -> None:
         """Release a request: ARRIVE and the payload now; the write too when `write_now` (timed releases leave
         at the instant). Refills released while responses are being read are written together right after this
         loop iteration's reads: written one by one from inside data_received, each woke the server separately,
@@ -118,7 +119,7 @@ class OpenAITarget:
         t0, rid = self.ctx.t0_ns, req.req_id
         self._emit(Event(at_ns, rid, ARRIVE, None, req.input_tokens))
         try:
-            payload = self.payload(req)
+            payload = self.payload(req) if payload is None else payload
         except Exception as e:  # a bug in building the request must not end the run
             self._terminal(terminal(self._response(rid, 0), req, ("internal", one_line(f"{type(e).__name__}: {e}")),
                                     [], time.monotonic_ns() - t0))
@@ -190,13 +191,24 @@ class OpenAITarget:
                 await self._sleep(None)
                 continue
             wait = heap[0][0] - (time.monotonic_ns() - t0)
-            if wait > SPIN_NS:
+            if wait > 0 and (self._ready is None or self._ready[0] != heap[0][1]):
+                self._ready = self._prebuild(heap[0][1], heap[0][2])
+            elif wait > SPIN_NS:
                 await self._sleep(wait - SPIN_NS)
             elif wait > 0:
                 await asyncio.sleep(0)
             else:
-                at_ns, _, req = heappop(heap)
-                self._start(req, at_ns)
+                at_ns, seq, req = heappop(heap)
+                ready, self._ready = self._ready, None
+                self._start(req, at_ns, payload=ready[1] if ready is not None and ready[0] == seq else None)
+
+    def _prebuild(self, seq: int, req: Request) -> tuple[int, bytes | None]:
+        """Build the next release's payload while it is not yet due (a long prompt takes ~0.7 ms), so the
+        release itself only stamps and writes; a failure is left for `_start` to meet and report."""
+        try:
+            return seq, self.payload(req)
+        except Exception:
+            return seq, None
 
     # -- run --------------------------------------------------------------------------------------------------
 
