@@ -35,7 +35,8 @@ def test_plain_chunks_count_without_parsing_and_usage_still_read():
                                                     b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,'
                                                     b'"prompt_tokens_details":{"cached_tokens":2}}}', b"[DONE]"]
     r, events = feed(False, payloads)
-    assert r.tpl == (b'{"id":"cmpl-1","created":1,"choices":[{"index":0,"text":"', b'","finish_reason":null}]}')
+    pre, suf = b'{"id":"cmpl-1","created":1,"choices":[{"index":0,"text":"', b'","finish_reason":null}]}'
+    assert r.tpl == (pre, suf, len(pre), len(suf))
     assert r.tokens == 3 and r.finish_reason == "length" and r.done
     assert r.usage == {"prompt_tokens": 5, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}}
     assert [(e[0], e[4]) for e in events] == [(100, 1), (101, 1), (102, 1)]  # one event per read with tokens
@@ -72,3 +73,13 @@ def test_counts_match_a_full_parse_of_every_chunk(items, chat, spaced):
     r, _ = feed(chat, payloads)
     # the reference: parse every chunk; a chunk counts 1 when its text is non-empty
     assert r.tokens == sum(1 for text, _ in items if text)
+
+
+def test_bytes_that_close_the_text_string_are_parsed_not_counted():
+    # same bytes before and after as the learnt chunk, but the middle ends the string and adds a finish reason
+    # and usage (completion_tokens 5): the full parse reads them, so 5 tokens and "stop", not 2 and None
+    pre, suf = b'{"choices":[{"index":0,"text":"', b'","finish_reason":null}]}'
+    sneaky = pre + b' b","finish_reason":"stop"}],"usage":{"completion_tokens":5},"w":[{"x":"' + suf
+    assert orjson.loads(sneaky)["usage"] == {"completion_tokens": 5}  # valid JSON
+    r, _ = feed(False, [pre + b" a" + suf, sneaky])
+    assert r.tpl[0] == pre and r.tokens == 5 and r.finish_reason == "stop"

@@ -11,7 +11,8 @@ from kvbench.http.sse import SSEParser
 from kvbench.records import CHUNK, ERROR, FINISH, FIRST_TOKEN, REJECT, SEND, Emit, Event, Request
 
 ERROR_BODY_BYTES = 4096  # of a non-200 response body, kept for the detail
-_PLAIN = re.compile(rb'[^"\\\x00-\x1f]*').fullmatch  # string content that needs no JSON escape and ends no string
+# ASCII string content that needs no JSON escape and cannot end the string
+_PLAIN = re.compile(rb'[^"\\\x00-\x1f\x80-\xff]*').fullmatch
 
 
 class Response:
@@ -39,7 +40,7 @@ class Response:
         self.timed_out: tuple[str, str] | None = None
         self.end_ns = 0  # t_ns when the last bytes arrived
         self.ended = False  # the terminal event was emitted from on_done
-        self.tpl: tuple[bytes, bytes] | None = None  # a plain token chunk's bytes around its text (see _plain)
+        self.tpl: tuple[bytes, bytes, int, int] | None = None  # bytes around a plain chunk's text, their lengths
 
     def on_send(self, now_ns: int) -> None:
         """The request bytes are being written (after any connect): SEND, on the first attempt only."""
@@ -97,22 +98,22 @@ class Response:
         """`payload` is the learnt plain token chunk with other non-empty text: the same bytes before and after
         the text's string, and between them ASCII with no quote, backslash or control byte, so it cannot end
         that string or add anything: the same JSON with another text. It counts 1 without parsing."""
-        pre, suf = self.tpl
-        if len(payload) <= len(pre) + len(suf) or not payload.startswith(pre) or not payload.endswith(suf):
-            return False
-        mid = payload[len(pre):len(payload) - len(suf)]
-        return mid.isascii() and _PLAIN(mid) is not None
+        pre, suf, start, tail = self.tpl
+        end = len(payload) - tail
+        return end > start and payload.startswith(pre) and payload.endswith(suf) and \
+            _PLAIN(payload, start, end) is not None
 
     def _learn(self, payload: bytes, key: bytes, text: object) -> None:
         """Remember the bytes around `text` in a parsed chunk that counted exactly 1 (no usage, no finish
         reason), when its key occurs once and the text is written there unescaped."""
         enc = text.encode() if isinstance(text, str) else b""
-        if not enc.isascii() or _PLAIN(enc) is None or payload.count(key) != 1:
+        if _PLAIN(enc) is None or payload.count(key) != 1:
             return
         i = payload.find(key) + len(key)
         j = payload.find(b'"', i)
         if j > i and payload[i:j].strip() == b":" and payload[j + 1:j + 2 + len(enc)] == enc + b'"':
-            self.tpl = payload[:j + 1], payload[j + 1 + len(enc):]
+            suf = payload[j + 1 + len(enc):]
+            self.tpl = payload[:j + 1], suf, j + 1, len(suf)
 
     def _tokens_in(self, obj: object, payload: bytes = b"") -> int:
         """1 per chunk with text, unless the chunk's usage counts them (vLLM continuous usage stats)."""
