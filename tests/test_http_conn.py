@@ -15,11 +15,11 @@ from kvbench.http.faults import StreamFault
 BODY = b'data: {"choices":[{"text":" a"}]}\n\n' * 3 + b"data: [DONE]\n\n"
 
 
-def chunked(body: bytes, sizes: tuple[int, ...] = (7, 30, 1)) -> bytes:
+def chunked(body: bytes, sizes: tuple[int, ...] = (7, 30, 1), ext: bytes = b";ext=1") -> bytes:
     out, i, k = b"", 0, 0
     while i < len(body):
         n = sizes[k % len(sizes)]
-        out += b"%x;ext=1\r\n%s\r\n" % (len(body[i:i + n]), body[i:i + n])
+        out += b"%x%s\r\n%s\r\n" % (len(body[i:i + n]), ext, body[i:i + n])
         i, k = i + n, k + 1
     return out + b"0\r\nX-Trailer: t\r\n\r\n"
 
@@ -99,6 +99,23 @@ def test_chunked_response_with_interim_100_and_trailer():
 def test_any_split_gives_the_same_body(cuts):
     _, sink, fut = feed(CHUNKED, cuts)
     assert (sink.data, sink.ends) == (BODY, 1) and fut.exception() is None
+
+
+HEAD_200 = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+PLAIN = HEAD_200 + chunked(BODY, (len(BODY) // 4, 0x1f), b"")  # no extensions: the whole-chunk fast paths
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(PLAIN)), max_size=15))
+def test_any_split_of_plain_chunks_gives_the_same_body(cuts):
+    _, sink, fut = feed(PLAIN, cuts + [len(HEAD_200)])
+    assert (sink.data, sink.ends) == (BODY, 1) and fut.exception() is None
+
+
+def test_a_whole_chunk_without_its_crlf_is_protocol_alone_or_among_others():
+    for resp in (HEAD_200 + b"3\r\nabcXY", HEAD_200 + b"2\r\nab\r\n3\r\nabcXY3\r\ndef\r\n0\r\n\r\n"):
+        _, _, fut = feed(resp, [len(HEAD_200)])
+        assert fut.exception().cls == "protocol" and "not followed by CRLF" in str(fut.exception())
 
 
 def test_content_length_body_and_connection_close():

@@ -139,6 +139,12 @@ class Connection(asyncio.Protocol):
                     break
                 buf, pos, n = rest, 0, len(rest)
                 continue
+            if self.state == _SIZE:  # several whole chunks in one read (a client that fell behind)
+                span = _chunk_at(buf, pos)
+                if span is not None:
+                    out.append(buf[span[0]:span[1]])
+                    pos = span[1] + 2
+                    continue
             step = self._body_step(buf, pos, n, out)
             if step < 0:
                 break  # the element at `pos` is incomplete: it stays buffered
@@ -245,6 +251,20 @@ def request_head(url: str, headers: dict[str, str]) -> bytes:
         merged[name.lower()] = (name, value)
     lines += [f"{name}: {value}" for name, value in merged.values()]
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+
+def _chunk_at(buf: bytes, pos: int) -> tuple[int, int] | None:
+    """(start, end) of the payload of the complete non-empty chunk at `pos` (its CRLF follows `end`), else None
+    and the state machine takes it; the same size parsing as `_chunk_size`, without extensions."""
+    i = buf.find(b"\r\n", pos)
+    if i <= pos or i - pos > 8:
+        return None
+    try:
+        size = int(buf[pos:i], 16)
+    except ValueError:
+        return None
+    end = i + 2 + size
+    return (i + 2, end) if size > 0 and buf[end:end + 2] == b"\r\n" else None
 
 
 def _whole_chunk(data: bytes) -> bytes | None:
