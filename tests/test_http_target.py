@@ -176,6 +176,8 @@ def test_a_request_that_cannot_be_built_ends_in_error_and_the_rest_run(tmp_path)
     reqs = [Request(i, i * 5_000_000, 21, 8, prompt="\ud800" if i == 1 else fault_prompt("ok")) for i in range(3)]
     with FaultServer() as srv:
         run_dir, stats = run(reqs, srv.base_url, tmp_path / "r")
-    rows = q(run_dir, "SELECT req_id, kind, tokens, detail FROM EV WHERE kind IN ('FINISH', 'ERROR') ORDER BY req_id")
+    rows = q(run_dir, "SELECT req_id, kind, tokens, detail FROM EV WHERE kind IN ('FINISH', 'ERROR') "
+                      "ORDER BY req_id")
     assert [(r[0], r[1]) for r in rows] == [(0, "FINISH"), (1, "ERROR"), (2, "FINISH")]
-    assert rows[0][2] == rows[2][2] == 8 and rows[1][3] == "internal: TypeError: str is not valid UTF-8: surrogates not allowed"
+    assert rows[0][2] == rows[2][2] == 8
+    assert rows[1][3] == "internal: TypeError: str is not valid UTF-8: surrogates not allowed"
