@@ -189,7 +189,7 @@ def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -
         if "tid" in e:
             lanes[e["pid"]] = max(lanes[e["pid"]], e["tid"] + 1)
     shown = min(total, max_requests)
-    note = f"{shown:,} of {total:,} requests" + ("" if shown == total else f" (earliest arrivals; --max-requests)")
+    note = f"{shown:,} of {total:,} requests" + ("" if shown == total else " (earliest arrivals; --max-requests)")
     if steps is not None and len(steps) >= MAX_STEPS:
         note += f"; steps truncated to the first {MAX_STEPS:,} rows"
     return {"traceEvents": metadata_events(pid_of, lanes, sim) + events, "displayTimeUnit": "ms",
