@@ -8,39 +8,11 @@ id of the request is inserted or touched (in prompt order). Percentiles use nump
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Iterable
 
 from kvbench.records import Request
+from kvbench.sim.kvcache import Tier
 from kvbench.units import MOONCAKE_BLOCK_TOKENS, ns_to_s
-
-
-class _Lru:
-    __slots__ = ("capacity_blocks", "blocks", "hit", "total")
-
-    def __init__(self, capacity_blocks: int) -> None:
-        self.capacity_blocks = capacity_blocks
-        self.blocks: OrderedDict[int, None] = OrderedDict()
-        self.hit = 0
-        self.total = 0
-
-    def access(self, ids: tuple[int, ...]) -> None:
-        blocks = self.blocks
-        run = 0
-        for h in ids:
-            if h not in blocks:
-                break
-            run += 1
-        self.hit += run
-        self.total += len(ids)
-        move = blocks.move_to_end
-        for h in ids:
-            if h in blocks:
-                move(h)
-            else:
-                blocks[h] = None
-        while len(blocks) > self.capacity_blocks:
-            blocks.popitem(last=False)
 
 
 def _pcts(values) -> dict[str, float]:
@@ -56,12 +28,14 @@ def _pcts(values) -> dict[str, float]:
 class _Reuse:
     """Prefix reuse of a request stream: infinite cache (seen ids) and one LRU per capacity."""
 
-    __slots__ = ("seen", "total_blocks", "hit_blocks", "hit_tokens", "lrus")
+    __slots__ = ("seen", "total_blocks", "hit_blocks", "hit_tokens", "lrus", "lru_hits")
 
     def __init__(self, lru_tokens: Iterable[int], block_tokens: int) -> None:
         self.seen: set[int] = set()
         self.total_blocks = self.hit_blocks = self.hit_tokens = 0
-        self.lrus = {cap: _Lru(cap // block_tokens) for cap in lru_tokens}
+        # One global LRU per capacity: the simulator's own tier (lookup = leading resident run, then insert all).
+        self.lrus = {cap: Tier(f"lru-{cap}", "pool", cap // block_tokens) for cap in lru_tokens}
+        self.lru_hits = dict.fromkeys(self.lrus, 0)
 
     def add(self, r: Request) -> None:
         ids, seen = r.hash_ids, self.seen
@@ -74,8 +48,9 @@ class _Reuse:
         self.total_blocks += len(ids)
         self.hit_blocks += run
         self.hit_tokens += min(run * r.block_tokens, r.input_tokens)
-        for lru in self.lrus.values():
-            lru.access(ids)
+        for cap, lru in self.lrus.items():
+            self.lru_hits[cap] += lru.match(ids)
+            lru.insert(ids)
 
     def figures(self, input_total: int) -> dict:
         has = self.total_blocks > 0
@@ -84,8 +59,8 @@ class _Reuse:
             "distinct_blocks": len(self.seen) if has else None,
             "block_hit_ratio": self.hit_blocks / self.total_blocks if has else None,
             "token_hit_ratio": self.hit_tokens / input_total if has and input_total else None,
-            "lru_block_hit_ratio": {str(cap): lru.hit / lru.total if has and lru.total else None
-                                    for cap, lru in self.lrus.items()},
+            "lru_block_hit_ratio": {str(cap): hits / self.total_blocks if has else None
+                                    for cap, hits in self.lru_hits.items()},
         }
 
 
