@@ -43,6 +43,13 @@ def fixed_server():
         stop(proc)
 
 
+async def scrape(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
+    """The server's /metrics samples as {name: value} (its metrics have no labels)."""
+    async with session.get(url.removesuffix("/v1") + "/metrics") as r:
+        text = await r.text()
+    return {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines() if not ln.startswith("#")}
+
+
 async def stream(url: str, path: str, body: dict) -> tuple[list[tuple[int, dict]], int]:
     """POST a streaming request; returns ([(arrival ns after send, parsed data)], ns at [DONE])."""
     out: list[tuple[int, dict]] = []
@@ -205,14 +212,12 @@ def test_metrics_count_what_was_served():
         for _ in range(2):  # "a b c d e" = 5 tokens; second time 2 blocks of 2 = 4 cached
             await stream(url, "/completions", {"prompt": "a b c d e", "max_tokens": 3, "stream": True})
         async with aiohttp.ClientSession() as s:
-            async with s.get(url.removesuffix("/v1") + "/metrics") as r:
-                return await r.text()
+            return await scrape(s, url)
 
     try:
-        text = asyncio.run(go())
+        values = asyncio.run(go())
     finally:
         stop(proc)
-    values = {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines() if not ln.startswith("#")}
     late_sum = values.pop("kvbench:token_lateness_seconds_sum")
     late_max = values.pop("kvbench:token_lateness_seconds_max")
     assert 0 <= late_max <= late_sum  # the 6 tokens' lateness past their deadlines: machine-dependent, not zero
@@ -234,14 +239,12 @@ def test_client_disconnect_mid_stream_is_counted_not_a_traceback():
                     if got == 3:
                         break  # leaving the block closes the connection mid-stream
             await asyncio.sleep(0.3)  # ~10 more token deadlines: the server notices the closed connection
-            async with s.get(url.removesuffix("/v1") + "/metrics") as r:
-                return await r.text()
+            return await scrape(s, url)
 
     try:
-        text = asyncio.run(go())
+        values = asyncio.run(go())
     finally:
         stop(proc)
-    values = {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines() if not ln.startswith("#")}
     assert values["kvbench:client_disconnects_total"] == 1 and values["kvbench:requests_running"] == 0
     assert 3 <= values["kvbench:generation_tokens_total"] < 100  # counts what was written, not what was asked
     assert "Traceback" not in proc.stderr.read()

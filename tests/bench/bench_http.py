@@ -214,51 +214,39 @@ class ServerProcess:
 
 # -- the clients ---------------------------------------------------------------------------------------------
 
-def baseline_rate(url: str, n: int, conc: int, tokens: int) -> float:
-    """A minimal single-process aiohttp+uvloop client: requests/s over n streamed requests."""
+async def _baseline_run(url: str, n: int, conc: int, tokens: int) -> float:
+    """A minimal single-process aiohttp client: n streamed requests over `conc` workers, parsing nothing;
+    returns the wall seconds the requests took."""
     import aiohttp
-    import uvloop
 
     body = json.dumps({"model": "bench", "prompt": "w " * 64, "max_tokens": tokens, "stream": True}).encode()
+    left = [n]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        async def worker():
+            while left[0] > 0:
+                left[0] -= 1
+                async with s.post(url + "/completions", data=body,
+                                  headers={"Content-Type": "application/json"}) as r:
+                    async for _ in r.content.iter_any():
+                        pass
+        t = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(conc)))
+        return time.perf_counter() - t
 
-    async def main():
-        left = [n]
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
-            async def worker():
-                while left[0] > 0:
-                    left[0] -= 1
-                    async with s.post(url + "/completions", data=body,
-                                      headers={"Content-Type": "application/json"}) as r:
-                        async for _ in r.content.iter_any():
-                            pass
-            t = time.perf_counter()
-            await asyncio.gather(*(worker() for _ in range(conc)))
-            return n / (time.perf_counter() - t)
 
-    return uvloop.run(main())
+def baseline_rate(url: str, n: int, conc: int, tokens: int) -> float:
+    """The minimal aiohttp+uvloop client's requests/s over n streamed requests."""
+    import uvloop
+
+    return n / uvloop.run(_baseline_run(url, n, conc, tokens))
 
 
 def baseline_cpu_per_token_us(url: str, n: int, conc: int, tokens: int) -> float:
     """CPU per token of the minimal aiohttp+uvloop client that reads the stream and parses nothing."""
-    import aiohttp
     import uvloop
 
-    body = json.dumps({"model": "bench", "prompt": "w " * 64, "max_tokens": tokens, "stream": True}).encode()
-
-    async def main():
-        left = [n]
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
-            async def worker():
-                while left[0] > 0:
-                    left[0] -= 1
-                    async with s.post(url + "/completions", data=body,
-                                      headers={"Content-Type": "application/json"}) as r:
-                        async for _ in r.content.iter_any():
-                            pass
-            await asyncio.gather(*(worker() for _ in range(conc)))
-
     cpu = time.process_time()
-    uvloop.run(main())
+    uvloop.run(_baseline_run(url, n, conc, tokens))
     return (time.process_time() - cpu) / (n * tokens) * 1e6
 
 
