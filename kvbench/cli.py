@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
@@ -70,14 +71,53 @@ def _register_subcommands() -> None:
 _register_subcommands()
 
 
+def _stdout_file() -> tuple[int, int] | None:
+    """(device, inode) of the file behind stdout's descriptor, None when stdout is not a real file."""
+    try:
+        st = os.fstat(sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # e.g. captured in-process by a test runner
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _discard_stdout() -> None:
+    # Point stdout's descriptor at /dev/null so the interpreter's final flush of what is still buffered cannot
+    # fail again ("Exception ignored ... BrokenPipeError" and exit 120): recipe from the `signal` docs' SIGPIPE note.
+    if _stdout_file() is None:
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _exit(code: int | str | None) -> NoReturn:
+    """Exit with `code`, first flushing stdout so a reader that has gone is noticed here: exit 0 quietly then."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        code = EXIT_OK
+    sys.exit(code)
+
+
 def main() -> None:
+    stdout, stdout_file = sys.stdout, _stdout_file()
     try:
         app()
+    except SystemExit as e:
+        # Both libraries that print for us turn EPIPE into exit 1 before we can see it. typer's click
+        # (typer/core.py _main) wraps sys.stdout in a PacifyFlushWrapper (attribute .wrapped); rich
+        # (Console.on_broken_pipe) dup2()s /dev/null over stdout's descriptor. Either means the reader has gone.
+        if getattr(sys.stdout, "wrapped", None) is stdout or _stdout_file() != stdout_file:
+            _discard_stdout()
+            sys.exit(EXIT_OK)
+        _exit(e.code)
     except ConfigError as e:
         print(f"kvbench: error: {e}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         print("kvbench: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        _exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
+        _discard_stdout()
         sys.exit(EXIT_OK)
