@@ -13,7 +13,7 @@ GET /metrics (Prometheus text), POST /tokenize. What it does, so clients can be 
   one token every `itl_ns`, each at an absolute deadline (sleeps never accumulate drift). Requests do not
   queue behind each other: every request is served as if alone. `fixed:` plans are constant (plus an optional
   per-uncached-token prefill cost); `sim[:PRESET]` plans come from a one-request simulator run
-  (kvbench/serve_sim.py says exactly what that models and what it leaves out).
+  (kvbench/serve_timing.py builds both; kvbench/serve_sim.py says what the sim one models and leaves out).
 """
 
 from __future__ import annotations
@@ -30,21 +30,13 @@ import orjson
 from aiohttp import web
 
 from kvbench.config import ConfigError
+from kvbench.serve_timing import Plan, Planner, planner_for
 from kvbench.target import TargetSpec
-from kvbench.units import NS_PER_S, ms_to_ns, us_to_ns
+from kvbench.units import NS_PER_S
 
 VOCAB = 32_000  # token ids reported by /tokenize are crc32(word) % VOCAB
 DEFAULT_MAX_TOKENS = 16
 SPIN_NS = 1_200_000  # epoll rounds timeouts up to whole ms: sleep to this close to a deadline, then yield-poll
-FIXED_KEYS = ("kind", "ttft_ms", "itl_ms", "prefill_us_per_token", "eos_tokens")
-
-
-class Plan(NamedTuple):
-    ttft_ns: int  # request received -> first token
-    itl_ns: int  # between consecutive tokens
-
-
-Planner = Callable[[int, int, int], Plan]  # (prompt_tokens, cached_tokens, output_tokens) -> Plan
 
 
 @dataclass(frozen=True)
@@ -55,26 +47,6 @@ class ServeOptions:
     max_model_len: int = 1_000_000
     eos_tokens: int = 0  # 0: never stops early
     plan_in_thread: bool = False  # slow planners (a sim run) must not stall the other streams' writes
-
-
-def fixed_planner(spec: TargetSpec) -> tuple[Planner, int]:
-    """Plan from `fixed:ttft_ms=..,itl_ms=..[,prefill_us_per_token=..][,eos_tokens=N]`; returns (planner, eos)."""
-    p = spec.params
-    for key in p:
-        if key not in FIXED_KEYS:
-            raise ConfigError(f"{spec.source}: kvbench serve: unknown fixed target key {key!r}; "
-                              f"allowed: {', '.join(FIXED_KEYS[1:])}")
-    for key in FIXED_KEYS[1:]:
-        v = p.get(key, 0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise ConfigError(f"{spec.source}: fixed.{key} must be a non-negative number, got {v!r}")
-    ttft_ns, itl_ns = ms_to_ns(p.get("ttft_ms", 50.0)), ms_to_ns(p.get("itl_ms", 10.0))
-    per_token_ns = us_to_ns(p.get("prefill_us_per_token", 0.0))
-
-    def plan(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> Plan:
-        return Plan(ttft_ns + per_token_ns * (prompt_tokens - cached_tokens), itl_ns)
-
-    return plan, int(p.get("eos_tokens", 0))
 
 
 class PrefixCache:
@@ -368,18 +340,6 @@ class _Stream:
         body = {"id": self.rid, "object": "chat.completion" if self.job.chat else "text_completion",
                 "created": self.created, "model": self.model, "choices": [choice], "usage": self.usage()}
         return web.Response(body=orjson.dumps(body), content_type="application/json")
-
-
-def planner_for(spec: TargetSpec, seed: int) -> tuple[Planner, int]:
-    """(planner, eos_tokens) for a resolved --target: fixed or sim."""
-    if spec.kind == "fixed":
-        return fixed_planner(spec)
-    if spec.kind == "sim":
-        from kvbench.serve_sim import sim_planner
-
-        return sim_planner(spec, seed), 0
-    raise ConfigError(f"kvbench serve: --target must be fixed:ttft_ms=..,itl_ms=.. or sim[:PRESET], "
-                      f"got a {spec.kind!r} target ({spec.source})")
 
 
 def run_server(spec: TargetSpec, opts: ServeOptions, host: str, port: int, seed: int = 0,

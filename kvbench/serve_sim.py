@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvbench.records import FIRST_TOKEN, LAST_TOKEN, TERMINAL, Request
-from kvbench.serve import Plan, Planner
+from kvbench.serve_timing import Plan, Planner
 from kvbench.target import RunContext, TargetSpec, build
 
 MEMO_ENTRIES = 65_536
