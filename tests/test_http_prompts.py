@@ -65,3 +65,18 @@ def test_calibration_against_the_server_tokenizer():
         usage_only = load_profile({"base_url": srv.base_url, "calibrate": "usage"}, "")
         assert calibrate_word_tokens(usage_only, "m") == 2.0
         assert calibrate_word_tokens(load_profile({"base_url": srv.base_url, "calibrate": "off"}, ""), "m") == 1.0
+
+
+def test_only_shared_blocks_are_cached_and_the_cache_is_bounded(monkeypatch):
+    import kvbench.http.prompts as prompts
+
+    monkeypatch.setattr(prompts, "CACHE_BLOCKS", 3)
+    b = PromptBuilder("s", 1.0)
+    for rid in range(5):  # private blocks (no hash_ids) are built and never kept
+        b.text(req(rid, 40, ()))
+    assert len(b._cache) == 0
+    b.text(req(9, 40, (1, 2, 3)))  # blocks 1 and 2 whole (16 words), block 3 partial (8 words): 3 entries
+    assert list(b._cache) == [("1", 16), ("2", 16), ("3", 8)]
+    b.text(req(10, 16, (4,)))  # a 4th shared block evicts the oldest, block 1
+    assert list(b._cache) == [("2", 16), ("3", 8), ("4", 16)]
+    assert b.text(req(11, 40, (1, 2, 3))) == b.text(req(9, 40, (1, 2, 3)))  # rebuilt from the hash: same text

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import random
+import hashlib
+from collections import OrderedDict
 
 from kvbench.records import Request
 
@@ -22,16 +23,18 @@ let days room president side social given present several order national second 
 form important often things looking early white case john become large big need four within felt along children
 saw best church ever least power development light thing seemed family interest want members mind country area
 """.split())
+VOCAB = WORDS[:256]  # one digest byte picks one word
 CACHE_BLOCKS = 8192  # block texts kept; a prefix shared by many requests is built once
 
 
 class PromptBuilder:
     """Text for a request: its blocks' texts in order, the last block cut to the request's remaining length.
 
-    A block is `round(block_tokens / word_tokens)` words drawn from `random.Random(f"{salt}/{id}")` (string
-    seeds are hashed with SHA-512, so the text is the same in every process and Python version); the last,
-    partial block is the first words of the same stream, so it is a prefix of the full block. Requests without
-    hash_ids get blocks private to their req_id.
+    A block is `round(block_tokens / word_tokens)` words, word i = VOCAB[byte i of SHAKE-256(f"{salt}/{id}")]:
+    the same text in every process and Python version, and an extendable output, so the last, partial block
+    (the first words of the same stream) is a prefix of the full block. ~3x faster than drawing the words with
+    random.choices, which matters: a Mooncake prompt is ~20 blocks of 512 words. Requests without hash_ids get
+    blocks private to their req_id.
     """
 
     __slots__ = ("salt", "word_tokens", "_cache")
@@ -40,21 +43,23 @@ class PromptBuilder:
         if word_tokens <= 0:
             raise ValueError(f"word_tokens must be > 0, got {word_tokens}")
         self.salt, self.word_tokens = salt, word_tokens
-        self._cache: dict[tuple[str, int], str] = {}
+        self._cache: OrderedDict[tuple[str, int], str] = OrderedDict()
 
     def words_for(self, tokens: int) -> int:
         return max(1, round(tokens / self.word_tokens))
 
-    def block(self, key: str, n_words: int) -> str:
-        """`n_words` words of block `key`'s stream, one line ending in LF (so blocks tokenize independently)."""
+    def block(self, key: str, n_words: int, shared: bool = True) -> str:
+        """`n_words` words of block `key`'s stream, one line ending in LF (so blocks tokenize independently).
+        Only `shared` blocks (trace hash ids) are cached: a private block is never asked for again."""
         ck = (key, n_words)
         text = self._cache.get(ck)
         if text is None:
-            rng = random.Random(f"{self.salt}/{key}")
-            text = " ".join(rng.choices(WORDS, k=n_words)) + "\n"
-            if len(self._cache) >= CACHE_BLOCKS:
-                del self._cache[next(iter(self._cache))]
-            self._cache[ck] = text
+            stream = hashlib.shake_256(f"{self.salt}/{key}".encode()).digest(n_words)
+            text = " ".join([VOCAB[i] for i in stream]) + "\n"
+            if shared:
+                if len(self._cache) >= CACHE_BLOCKS:
+                    self._cache.popitem(last=False)  # the oldest; O(1), unlike deleting next(iter(dict))
+                self._cache[ck] = text
         return text
 
     def text(self, req: Request) -> str:
@@ -63,11 +68,12 @@ class PromptBuilder:
         bt = req.block_tokens
         n_blocks = max(1, -(-req.input_tokens // bt))
         keys = [str(h) for h in req.hash_ids[:n_blocks]]
-        keys += [f"r{req.req_id}.{i}" for i in range(len(keys), n_blocks)]
+        n_shared = len(keys)
+        keys += [f"r{req.req_id}.{i}" for i in range(n_shared, n_blocks)]
         full = self.words_for(bt)
-        parts = [self.block(k, full) for k in keys[:-1]]
+        parts = [self.block(k, full, i < n_shared) for i, k in enumerate(keys[:-1])]
         last = req.input_tokens - bt * (n_blocks - 1)
-        parts.append(self.block(keys[-1], full) if last == bt else self.block(keys[-1], self.words_for(last)))
+        parts.append(self.block(keys[-1], full if last == bt else self.words_for(last), n_blocks <= n_shared))
         return "".join(parts)
 
     def messages(self, req: Request) -> list[dict[str, str]]:
