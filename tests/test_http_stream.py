@@ -83,3 +83,35 @@ def test_bytes_that_close_the_text_string_are_parsed_not_counted():
     assert orjson.loads(sneaky)["usage"] == {"completion_tokens": 5}  # valid JSON
     r, _ = feed(False, [pre + b" a" + suf, sneaky])
     assert r.tpl[0] == pre and r.tokens == 5 and r.finish_reason == "stop"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=6)), st.integers(1, 2)), min_size=1, max_size=12),
+       st.booleans(), st.lists(st.integers(1, 400), max_size=12))
+def test_any_grouping_of_events_into_reads_counts_the_same(items, chat, cuts):
+    # the stream cut into reads at arbitrary byte offsets: several whole events in one read (the counted-in-bulk
+    # path), events split across reads (the parser), in any mix; the reference counts non-empty texts
+    stream = b"".join(b"data: " + chunk(chat, text, created=created) + b"\n\n" for text, created in items)
+    bounds = sorted({0, len(stream), *(c % (len(stream) + 1) for c in cuts)})
+    events: list[tuple] = []
+    r = Response(events.append, 7, 0, chat, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10)
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        r.on_data(stream[a:b], 100 + i)
+    r.on_end(1000)
+    expected = sum(1 for text, _ in items if text)
+    assert r.tokens == expected and sum(e[4] for e in events) == expected
+    assert all(e[0] < 100 + len(bounds) for e in events)  # each event carries the time of the read it came in
+
+
+def test_whole_plain_events_in_one_read_are_one_event_and_a_stray_byte_is_parsed():
+    texts = [" a", " b", " c"]
+    first, rest = chunk(False, " w"), [b"data: " + chunk(False, t) + b"\n\n" for t in texts]
+    events: list[tuple] = []
+    r = Response(events.append, 7, 0, False, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10)
+    r.on_data(b"data: " + first + b"\n\n", 100)  # learns the shape from the first, parsed chunk
+    r.on_data(b"".join(rest), 200)  # three whole learnt events in one read: one event of 3 tokens at t=200
+    assert r.fast is not None and events[-1][0] == 200 and events[-1][4] == 3 and r.tokens == 4
+    r.on_data(b"data: " + chunk(False, " d") + b"\n\n:", 300)  # a trailing comment byte: the parser takes it
+    assert events[-1][0] == 300 and events[-1][4] == 1 and r.tokens == 5 and r.fast is None  # ':' held back

@@ -66,6 +66,10 @@ class SSEParser:
             self.error = e
         return out
 
+    def idle(self) -> bool:
+        """Between events: no partial line, event or CR held back, no error (the next read starts afresh)."""
+        return self._data is None and not self._pieces and not self._cr and self.error is None
+
     def close(self) -> list[bytes]:
         """End of stream: a last line without its line end, and an event without its blank line, still count."""
         if self.error is not None:
