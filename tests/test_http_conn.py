@@ -210,3 +210,14 @@ def test_a_stale_reused_connection_is_replaced_once_and_reported():
     n_conns, bodies, reconnects = asyncio.run(_stale_then_fresh())
     assert (n_conns, bodies) == (2, [b"ok", b"ok"])
     assert len(reconnects) == 1 and "connection closed before the response" in reconnects[0]
+
+
+def test_good_chunks_before_a_framing_fault_in_the_same_read_are_delivered():
+    # one read: the head, two whole chunks, then a chunk-size line that is not hex: the sink gets both chunks'
+    # bytes first (their tokens are measured), then the request fails with a protocol fault
+    good = b"data: a\n\n", b"data: b\n\n"
+    read = HEAD_200 + b"".join(b"%x\r\n%s\r\n" % (len(g), g) for g in good) + b"zz\r\nxx\r\n"
+    conn, sink, fut = feed(read, [])
+    assert sink.data == b"".join(good) and sink.ends == 0
+    assert isinstance(fut.exception(), StreamFault) and "bad chunk size" in str(fut.exception())
+    assert not conn.keep_alive

@@ -79,12 +79,14 @@ class Connection(asyncio.Protocol):
             return
         sink = self.sink
         try:
-            body = _whole_chunk(data) if self.state == _SIZE and not self.buf else None
+            body, fault = _whole_chunk(data) if self.state == _SIZE and not self.buf else None, None
             if body is None:
-                body = self._feed(self.buf + data if self.buf else data, now)
+                body, fault = self._feed(self.buf + data if self.buf else data, now)
             if body:
                 self.received += len(body)
                 sink.on_data(body, now)
+            if fault is not None:
+                raise fault  # after the read's good bytes were measured
             if self.state != _DONE:
                 return
             sink.on_end(now)
@@ -127,10 +129,18 @@ class Connection(asyncio.Protocol):
             else:
                 self.transport.close()
 
-    def _feed(self, buf: bytes, now: int) -> bytes:
-        """Advance the response state machine over `buf`; returns the body bytes found in it. Positions, not
-        slices, walk the buffer (no copies)."""
+    def _feed(self, buf: bytes, now: int) -> tuple[bytes, StreamFault | None]:
+        """Advance the response state machine over `buf`; returns the body bytes found in it and the framing
+        fault that stopped it, if any (the bytes before a fault still count). Positions, not slices, walk the
+        buffer (no copies)."""
         out: list[bytes] = []
+        try:
+            self._walk(buf, out, now)
+        except StreamFault as fault:
+            return b"".join(out), fault
+        return out[0] if len(out) == 1 else b"".join(out), None
+
+    def _walk(self, buf: bytes, out: list[bytes], now: int) -> None:
         pos, n = 0, len(buf)
         while pos < n and self.state != _DONE:
             if self.state == _HEAD:
@@ -153,7 +163,6 @@ class Connection(asyncio.Protocol):
         self.buf = rest if self.state != _DONE else b""
         if self.state == _DONE and rest:
             self.keep_alive = False  # more bytes than the response: do not trust this connection again
-        return out[0] if len(out) == 1 else b"".join(out)
 
     def _body_step(self, buf: bytes, pos: int, n: int, out: list[bytes]) -> int:
         """One step of the body from `pos`: the new position, or -1 when more bytes are needed."""
