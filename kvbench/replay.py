@@ -19,6 +19,7 @@ from kvbench.records import CANCEL, ERROR, FINISH, REJECT, TERMINAL, Event, Requ
 from kvbench.reuse import SeenBlocks
 from kvbench.target import Target
 
+DUE_NS = 100_000_000  # real-time runs look at flushing and progress every 0.1 s of event time
 WINDOW = 32_768  # requests submitted but not ended at most: ~1 KB each in a simulator (request, job, block ids)
 
 
@@ -69,7 +70,7 @@ class Replayer:
         self._exhausted = False
         self._stopping = False  # set by an interrupt: release nothing more
         self._next_progress = 0.0
-        self._ticks = 0
+        self._due_ns = DUE_NS  # real time: the next event time to check the log's flush and the progress at
         events = log.events
         self._append, self._flush_check = events.rows.append, events.check  # bound once: called per event
 
@@ -92,13 +93,14 @@ class Replayer:
         return self.stats
 
     def _on_event(self, ev: Event) -> None:
-        """Real-time targets: every event may be the one that makes the buffer a second old."""
+        """Real-time targets stamp events with the run's clock, so the event's own time says when the buffers
+        may be a second old (flush) or progress is due: one comparison per event, no clock read."""
         self._append(ev)
-        self._flush_check()
-        self._ticks += 1
         if ev[2] in TERMINAL:
             self._on_terminal(ev)
-        elif self._ticks & 63 == 0:
+        if ev[0] >= self._due_ns:
+            self._due_ns = ev[0] + DUE_NS
+            self.log.tick()
             self._report()
 
     def _on_virtual_event(self, ev: Event) -> None:

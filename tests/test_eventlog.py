@@ -106,3 +106,14 @@ def test_manifest_is_written_atomically_and_read_back(tmp_path):
     assert read_manifest(tmp_path) == {"status": "complete", "seed": 3}
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "complete"
     assert not (tmp_path / "run.json.tmp").exists()
+
+
+def test_only_string_columns_get_dictionary_pages(tmp_path):
+    w = PartWriter(tmp_path / "events", EVENTS)
+    for i in range(100):  # 100 distinct times and ids; 2 kinds, 1 instance, 1 tier
+        w.append((i, i, "ARRIVE" if i % 2 else "SEND", "decode-0", 1, None, "hbm", None, None))
+    w.close()
+    meta = pq.ParquetFile(w.parts[0]).metadata.row_group(0)
+    dict_cols = {meta.column(i).path_in_schema for i in range(meta.num_columns)
+                 if "RLE_DICTIONARY" in meta.column(i).encodings}
+    assert dict_cols == {"kind", "instance", "tier", "detail"}

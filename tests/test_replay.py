@@ -105,3 +105,38 @@ def test_bad_fixed_target_options_are_config_errors(tmp_path, bad):
 
     with pytest.raises(ConfigError):
         build(resolve(bad), RunContext(0, tmp_path, EventLog(tmp_path)))
+
+
+class _ScriptedRealtimeTarget:
+    """Emits a fixed script of (t_ns, kind) for one request; before each event, `before(t_ns)` may age the log."""
+
+    def __init__(self, script, before):
+        self.script, self.before, self.req = script, before, None
+
+    def submit(self, req, at_ns):
+        self.req = req
+
+    def run(self, emit):
+        for t_ns, kind in self.script:
+            self.before(t_ns)
+            emit((t_ns, self.req.req_id, kind, None, 1, None, None, None, None))
+
+
+def test_realtime_flush_is_looked_at_when_event_time_passes_each_tenth_of_a_second(tmp_path):
+    # The log's buffer is made to look 2 s old before every event; the replayer only looks at it when an
+    # event's time reaches the next 0.1 s mark: at 100 ms (flushes ARRIVE..CHUNK@100), not at 150 ms (the next
+    # mark is 200 ms), then at 250 ms (flushes the rest). So 2 parts before close, of 3 and 2 rows.
+    log = EventLog(tmp_path, realtime=True)
+    parts_seen = []
+
+    def before(t_ns):
+        parts_seen.append(len(log.events.parts))
+        log.events._last_flush_ns -= 2_000_000_000
+
+    script = [(0, "ARRIVE"), (50 * MS, "FIRST_TOKEN"), (100 * MS, "CHUNK"), (150 * MS, "CHUNK"), (250 * MS, "FINISH")]
+    stats = Replayer(_ScriptedRealtimeTarget(script, before), log).run(iter([Request(0, 0, 10, 3)]))
+    assert stats.finished == 1
+    assert parts_seen == [0, 0, 0, 1, 1] and len(log.events.parts) == 2
+    assert [duckdb.execute(f"SELECT count(*) FROM read_parquet('{p}')").fetchall()[0][0] for p in log.events.parts] \
+        == [3, 2]
+    log.close()
