@@ -71,6 +71,14 @@ def _totals(con: "duckdb.DuckDBPyConnection", out: dict[str, Any]) -> int:
     return int(t.get("duration_ns") or 0)
 
 
+def _input_len(con: "duckdb.DuckDBPyConnection", out: dict[str, Any]) -> None:
+    """Achieved (server-reported) vs intended prompt length; count 0 and None figures when no request has both."""
+    row = con.execute(sql_text("input_len")).fetchone()
+    count, ratio, p50, lo, hi = row[1:] if row else (0, None, None, None, None)
+    out.update({"input_len_delta.count": int(count), "input_len_ratio": ratio, "input_len_delta.p50": p50,
+                "input_len_delta.min": lo, "input_len_delta.max": hi})
+
+
 def _breakdowns(con: "duckdb.DuckDBPyConnection", out: dict[str, Any], run: str | None, duration_ns: int) -> None:
     for _, status, reason, n in con.execute(sql_text("reasons")).fetchall():
         out[f"failures.{status}.{reason or 'unknown'}"] = n
@@ -100,5 +108,6 @@ def figures(con: "duckdb.DuckDBPyConnection", slo: Slo | None = None) -> dict[st
     duration_ns = _totals(con, out)
     _latency(con, out)
     _itl(con, out)
+    _input_len(con, out)
     _breakdowns(con, out, runs[0] if runs else None, duration_ns)
     return {k: (float(v) if isinstance(v, float) else v) for k, v in out.items()}

@@ -222,6 +222,8 @@ ROWS += [("tbt_ms.p99", "TBT p99 (ms)", "num", -1), ("client_lag_ms.p99", "clien
          ("queue_ms.p99", "queueing p99 (ms)", "num", -1),
          ("prefix_hit_ratio", "prefix hit ratio, achieved", "pct", 1),
          ("trace_hit_ratio", "prefix hit ratio, trace-implied", "pct", 0),
+         ("input_len_ratio", "input length, achieved / intended", "num", 0),
+         ("input_len_delta.p50", "input length, achieved − intended p50 (tokens)", "num", 0),
          ("kv_transfer.count", "KV transfers", "int", 0), ("kv_transfer.mean_ms", "KV transfer mean (ms)", "num", -1),
          ("kv_transfer.ttft_share", "KV transfer share of TTFT", "pct", -1),
          ("preemptions", "preemptions", "int", -1)]

@@ -112,6 +112,8 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float]):
     slo = ", ".join(f"{k}≤{v:g} ms" for k, v in slo_ms.items()) or "none given (good = finished)"
     t.add_row("SLO", f"{slo}: attainment {_fmt(m['slo_attainment'])}, goodput {_fmt(m['goodput'])} req/s")
     t.add_row("prefix cache", f"hit ratio {_fmt(m['prefix_hit_ratio'])} (trace-implied {_fmt(m['trace_hit_ratio'])})")
+    if m.get("input_len_delta.count"):
+        t.add_row("input length", input_len_text(m))
     tiers = sorted(k for k in m if k.startswith("prefix_hit_ratio.tier."))
     if tiers:
         t.add_row("hits by tier", ", ".join(f"{k.removeprefix('prefix_hit_ratio.tier.')} {_fmt(m[k])}" for k in tiers))
@@ -123,6 +125,19 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float]):
     if m["preemptions"] or m["migrations"]:
         t.add_row("preemptions", f"{m['preemptions']:,} ({m['preempted']:,} requests), migrations {m['migrations']:,}")
     return t
+
+
+def _signed(v: float) -> str:
+    text = f"{int(v):+,}" if float(v).is_integer() else f"{v:+,.1f}"
+    return text.replace("-", "−")
+
+
+def input_len_text(m: dict[str, Any]) -> str:
+    """Achieved (server prompt_tokens) vs intended prompt length, one line (sql/input_len.sql)."""
+    return (f"achieved/intended {_fmt(m['input_len_ratio'])} over {m['input_len_delta.count']:,} requests, "
+            f"achieved − intended p50 "
+            f"{_signed(m['input_len_delta.p50'])} tokens (min {_signed(m['input_len_delta.min'])}, "
+            f"max {_signed(m['input_len_delta.max'])})")
 
 
 _INSTANCE_COLUMNS = {"steps": "steps", "utilisation": "utilisation", "batch": "mean batch",
@@ -196,5 +211,7 @@ def known_metrics() -> set[str]:
 
     keys = {f"{k}.{s}" for k in LATENCIES for s in STATS} | set(COUNTS) | set(NS_PER_S_RATES.values())
     keys |= {"duration_s", "slo_attainment", "prefix_hit_ratio", "trace_hit_ratio", "kv_transfer.count",
-             "kv_transfer.bytes", "kv_transfer.time_s", "kv_transfer.mean_ms", "kv_transfer.ttft_share"}
+             "kv_transfer.bytes", "kv_transfer.time_s", "kv_transfer.mean_ms", "kv_transfer.ttft_share",
+             "input_len_ratio", "input_len_delta.count", "input_len_delta.p50", "input_len_delta.min",
+             "input_len_delta.max"}
     return keys

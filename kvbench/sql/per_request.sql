@@ -5,6 +5,10 @@
 --   reason     = class of an ERROR/REJECT/CANCEL detail (text before the first ':')
 --   input_tokens = requests.input_tokens, else the ARRIVE event's tokens (a foreign or partial log without a
 --                requests table still has prompt lengths, hence hit ratios and total token throughput)
+--   prompt_tokens = the achieved prompt length: N of `prompt_tokens=N` in the FINISH event's detail (a real
+--                endpoint's usage.prompt_tokens; detail parts are separated by "; "); NULL when the detail has none
+--                (simulated and fixed runs, servers without usage) or the request did not finish. input_tokens is
+--                the intended length.
 --   ttft_ns    = FIRST_TOKEN - arrival_ns             (from the intended arrival: includes client lag and queueing)
 --   tpot_ns    = (LAST_TOKEN - FIRST_TOKEN) / (output tokens - 1), only for >= 2 output tokens
 --   e2e_ns     = LAST_TOKEN - arrival_ns
@@ -21,7 +25,10 @@ WITH joined AS (
            e.arrive_ns IS NOT NULL AS arrived, coalesce(e.status, 'RUNNING') AS status,
            CASE WHEN e.status IN ('ERROR', 'REJECT', 'CANCEL')
                 THEN trim(split_part(coalesce(e.detail, 'unknown'), ':', 1)) END AS reason,
-           coalesce(r.input_tokens, e.arrive_tokens) AS input_tokens, coalesce(e.out_tokens, 0) AS output_tokens,
+           coalesce(r.input_tokens, e.arrive_tokens) AS input_tokens,
+           CASE WHEN e.status = 'FINISH' THEN TRY_CAST(nullif(regexp_extract(
+               e.detail, '(?:^|;)\s*prompt_tokens=([0-9]+)', 1), '') AS BIGINT) END AS prompt_tokens,
+           coalesce(e.out_tokens, 0) AS output_tokens,
            e.cached_tokens, r.trace_reuse_tokens, e.route_ns, e.prefill_start_ns, e.last_event_ns,
            coalesce(e.prefill_instance, e.first_instance) AS instance,
            coalesce(e.preemptions, 0) AS preemptions, coalesce(e.migrations, 0) AS migrations

@@ -1,7 +1,8 @@
 -- request_events: one row per (run, req_id), pivoting the event log (one hash aggregation over all events).
 -- Times are the first occurrence of each kind, except last_ns (latest LAST_TOKEN) and last_event_ns (latest event).
 -- status  = the terminal event's kind (FINISH | ERROR | REJECT | CANCEL; a request has exactly one); NULL = still
---           running at the end of the log; detail = the ERROR/REJECT/CANCEL event's detail.
+--           running at the end of the log; detail = the terminal event's detail (ERROR/REJECT/CANCEL: the reason;
+--           a real endpoint's FINISH: e.g. "short_output: got 3 of 4 tokens; prompt_tokens=1031").
 -- out_tokens = tokens of LAST_TOKEN / FINISH (output tokens received), else the sum over FIRST_TOKEN and CHUNK
 --           events (what a request still running or failed had received).
 -- arrive_tokens = the ARRIVE event's tokens (the prompt length; per_request falls back to it without a requests row).
@@ -23,7 +24,7 @@ SELECT run, req_id,
     max(t_ns) FILTER (WHERE kind = 'LAST_TOKEN') AS last_ns,
     min(t_ns) FILTER (WHERE kind IN ('FINISH', 'ERROR', 'REJECT', 'CANCEL')) AS end_ns,
     max(kind) FILTER (WHERE kind IN ('FINISH', 'ERROR', 'REJECT', 'CANCEL')) AS status,
-    max(detail) FILTER (WHERE kind IN ('ERROR', 'REJECT', 'CANCEL')) AS detail,
+    max(detail) FILTER (WHERE kind IN ('FINISH', 'ERROR', 'REJECT', 'CANCEL')) AS detail,
     coalesce(max(tokens) FILTER (WHERE kind IN ('LAST_TOKEN', 'FINISH')),
              sum(tokens) FILTER (WHERE kind IN ('FIRST_TOKEN', 'CHUNK')), 0)::BIGINT AS out_tokens,
     count(*) FILTER (WHERE kind = 'CHUNK') AS n_chunks,
