@@ -34,12 +34,26 @@ def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) ->
         kept = ["t_s", "arrivals", "finished", "errors", "in_flight", "output_tok_s", "good", "ttft_p50_ms",
                 "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "hit_ratio", "trace_hit_ratio"]
         series = {c: [None if v != v else v for v in ts[c].astype(float).tolist()] for c in kept}
+        lag = {"client_lag": manifest["client_lag"]} if "client_lag" in manifest else {}  # real endpoints only
         return {"kvbench_summary": SUMMARY_VERSION, "run_id": manifest.get("run_id"), "run_dir": str(run_dir),
-                "status": _status(manifest), "slo_ms": slo.as_ms(), "metrics": figs,
+                "status": _status(manifest), **lag, "slo_ms": slo.as_ms(), "metrics": figs,
                 "samples": samples(con, seed=int(manifest.get("seed") or 0)),
                 "timeseries": {"bucket_s": bucket_s, **series}}
     finally:
         con.close()
+
+
+def _num(v: Any, spec: str) -> str:
+    return format(v, spec) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+
+def client_lag_warning(client_lag: Any, run: str) -> str | None:
+    """One line when run.json's client_lag says the client fell behind (behind is true), else None."""
+    if not isinstance(client_lag, dict) or client_lag.get("behind") is not True:
+        return None
+    return (f"run {run}: the client fell behind the schedule: send lag p99 {_num(client_lag.get('p99_ms'), '.1f')} "
+            f"ms > threshold {_num(client_lag.get('threshold_ms'), 'g')} ms; its latencies (TTFT, E2E) include "
+            f"client delay")
 
 
 def _status(manifest: dict) -> str:
@@ -184,9 +198,14 @@ def instances_table(m: dict[str, Any]):
 
 def print_summary(doc: dict[str, Any], file: IO[str] | None = None) -> None:
     from rich.console import Console
+    from rich.text import Text
 
     console = Console(file=file, width=max(120, Console(file=file).width))
-    title = f"run {doc.get('run_id') or doc.get('run_dir')} ({doc.get('status')})"
+    run = doc.get("run_id") or doc.get("run_dir")
+    warning = client_lag_warning(doc.get("client_lag"), run)
+    if warning:  # Text, not markup: the run name is the user's
+        console.print(Text(f"warning: {warning}", style="bold yellow"), soft_wrap=True)  # one line, as logged
+    title = f"run {run} ({doc.get('status')})"
     console.print(latency_table(doc["metrics"], title))
     console.print(totals_table(doc["metrics"], doc.get("slo_ms") or {}))
     instances = instances_table(doc["metrics"])
