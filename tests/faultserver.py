@@ -42,6 +42,7 @@ class FaultServer:
         self.seen_prefixes: set[str] = set()
         self.requests: list[dict] = []  # bodies received, in order
         self.headers: list[dict] = []  # their HTTP headers
+        self.client_ports: list[int] = []  # the client's port per request: equal ports = a reused connection
         self.metrics_scrapes = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -122,6 +123,7 @@ class FaultServer:
         body = await request.json()
         self.requests.append(body)
         self.headers.append(dict(request.headers))
+        self.client_ports.append(request.transport.get_extra_info("peername")[1])
         prompt = self._prompt_of(body)
         fault, n = fault_of(prompt), body["max_tokens"]
         usage = {"prompt_tokens": count_tokens(prompt), "completion_tokens": n,

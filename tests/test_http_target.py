@@ -181,3 +181,24 @@ def test_a_request_that_cannot_be_built_ends_in_error_and_the_rest_run(tmp_path)
     assert [(r[0], r[1]) for r in rows] == [(0, "FINISH"), (1, "ERROR"), (2, "FINISH")]
     assert rows[0][2] == rows[2][2] == 8
     assert rows[1][3] == "internal: TypeError: str is not valid UTF-8: surrogates not allowed"
+
+
+def test_faults_on_a_reused_keep_alive_connection_end_like_on_a_new_one(tmp_path):
+    # closed loop of 1: each fault follows an "ok" request whose connection stayed open, so the fault request is
+    # written on that reused connection (the task-less path) and must end exactly as EXPECTED says, with the
+    # tokens streamed before its fault; a stall or a silent server is ended by the watchdog (read timeout 0.3 s)
+    faults = ["stall", "stall_headers", "reset", "no_done", "http_500_body", "http_429_empty", "short", "error_obj"]
+    names = [n for f in faults for n in ("ok", f)]
+    reqs = [Request(i, 0, 21, 8, prompt=fault_prompt(name)) for i, name in enumerate(names)]
+    with FaultServer(stall_s=3.0) as srv:
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", concurrency=1)
+        ports = srv.client_ports
+    assert stats.status == "complete" and stats.submitted == len(reqs)
+    assert all(ports[i] == ports[i - 1] for i in range(1, len(names), 2))  # every fault reused the ok's connection
+    terminals = q(run_dir, "SELECT req_id, kind, detail FROM EV WHERE kind IN ('FINISH','ERROR','REJECT','CANCEL')")
+    assert sorted(r[0] for r in terminals) == list(range(len(reqs)))
+    got = dict(q(run_dir, "SELECT req_id, sum(tokens) FROM EV WHERE kind IN ('FIRST_TOKEN','CHUNK') GROUP BY 1"))
+    for rid, kind, detail in terminals:
+        want_kind, prefix = EXPECTED[names[rid]]
+        assert (kind, detail[:len(prefix)]) == (want_kind, prefix), (rid, names[rid], detail)
+        assert got.get(rid, 0) == TOKENS_BEFORE_FAULT.get(names[rid], 0), (rid, names[rid])

@@ -98,6 +98,13 @@ class Connection(asyncio.Protocol):
         self._finish(None)  # idle again before on_done, so a request released by on_done can reuse it now
         sink.on_done(now)
 
+    def abandon(self) -> None:
+        """Drop the request in progress (cancelled, timed out): nothing more reaches its sink, and the
+        connection, now out of step with the server, is closed."""
+        self.sink = self.fut = None
+        self.keep_alive = False
+        self.transport.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.sink is None:
@@ -378,8 +385,7 @@ class Pool:
             await fut
         except BaseException:
             if conn.fut is fut:  # still this request's (cancelled mid-response): the connection is unusable
-                conn.sink = conn.fut = None
-                conn.transport.abort()
+                conn.abandon()
             raise
 
     def close(self) -> None:
