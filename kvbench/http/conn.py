@@ -79,7 +79,8 @@ class Connection(asyncio.Protocol):
             return
         sink = self.sink
         try:
-            body, fault = _whole_chunk(data) if self.state == _SIZE and not self.buf else None, None
+            fault = None
+            body = _whole_chunk(data) if self.state == _SIZE and not self.buf else None
             if body is None:
                 body, fault = self._feed(self.buf + data if self.buf else data, now)
             if body:
@@ -287,13 +288,14 @@ def _whole_chunk(data: bytes) -> bytes | None:
     """The payload when `data` is exactly one complete non-empty chunk (a streamed token's usual read), else
     None and the general state machine takes it; the same size parsing as `_chunk_size`, without extensions."""
     i = data.find(b"\r\n")
-    if i <= 0 or i > 8 or data[-2:] != b"\r\n":
-        return None
-    try:
-        size = int(data[:i], 16)
-    except ValueError:
-        return None
-    return data[i + 2:-2] if size and i + 4 + size == len(data) else None
+    if 0 < i <= 8 and data.endswith(b"\r\n"):
+        try:
+            size = int(data[:i], 16)
+        except ValueError:
+            return None
+        if size and i + 4 + size == len(data):
+            return data[i + 2:-2]
+    return None
 
 
 def _chunk_size(line: bytes) -> int:
