@@ -117,20 +117,29 @@ class PartWriter:
     def tick(self) -> None:
         """Flush if the oldest buffered row is about a second old, or the buffer is full (real-time callers
         that append to `rows` directly call this often, ~10 times a second)."""
-        if self.rows and (len(self.rows) >= FLUSH_ROWS or time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS):
+        n = self.pending()
+        if n and (n >= FLUSH_ROWS or time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS):
             self.flush()
+
+    def pending(self) -> int:
+        """Rows buffered, not yet in a part."""
+        return len(self.rows)
+
+    def _take_table(self) -> pa.Table:
+        """The buffered rows as a table; the buffers are emptied in place (callers hold bound appends)."""
+        table = _to_table(self.rows, self.schema)
+        self.rows.clear()
+        return table
 
     def flush(self) -> None:
         self._last_flush_ns = time.monotonic_ns()
         self._check_at = 1 if self.realtime else 4096
-        if not self.rows:
+        n = self.pending()
+        if not n:
             return
-        rows = self.rows
         path = self.dir / f"{self.prefix}-{len(self.parts):05d}.parquet"
         tmp = path.with_suffix(".tmp")
-        table = _to_table(rows, self.schema)
-        n = len(rows)
-        rows.clear()  # in place: callers may hold a bound rows.append
+        table = self._take_table()
         pq.write_table(table, tmp, **self._options)
         os.replace(tmp, path)
         self.parts.append(path)
@@ -153,21 +162,61 @@ class PartWriter:
         self.parts = [merged]
 
 
+class EventsWriter(PartWriter):
+    """The events table's writer, with a second buffer for CHUNK events as (t_ns, req_id, tokens) 3-tuples.
+
+    A real-time target emits one CHUNK per network read, ~10^5 a second: appended straight here they skip the
+    replayer's callback (they are never terminal) and the 9-column transpose, ~1 us a token of client CPU
+    (tests/bench/bench_http.py). They land in the same parts, after that flush's other rows (readers order by
+    t_ns)."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, directory: Path, prefix: str = "part", realtime: bool = False):
+        super().__init__(directory, EVENTS, prefix, realtime)
+        self.chunks: list[tuple[int, int, int]] = []
+
+    def pending(self) -> int:
+        return len(self.rows) + len(self.chunks)
+
+    def _take_table(self) -> pa.Table:
+        tables = [super()._take_table()] if self.rows else []
+        if self.chunks:
+            tables.append(_chunk_table(self.chunks))
+            self.chunks.clear()
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def _chunk_table(chunks: list[tuple[int, int, int]]) -> pa.Table:
+    """CHUNK rows from (t_ns, req_id, tokens): three columns converted, `kind` a constant, the rest null."""
+    import numpy as np
+
+    t_ns, req_id, tokens = zip(*chunks)
+    n = len(chunks)
+    kind = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array(["CHUNK"]))
+    given = {"t_ns": pa.array(t_ns, pa.int64()), "req_id": pa.array(req_id, pa.int64()), "kind": kind,
+             "tokens": pa.array(tokens, pa.int32())}
+    columns = [given[f.name] if f.name in given else pa.nulls(n, f.type) for f in EVENTS]
+    return pa.Table.from_arrays(columns, schema=EVENTS)
+
+
 class EventLog:
     """The writers of one run (or one worker of a run): events, requests and, for the sim, steps."""
 
     def __init__(self, run_dir: str | os.PathLike, realtime: bool = False, worker: int | None = None):
         self.run_dir = Path(run_dir)
         prefix = "part" if worker is None else f"w{worker:03d}"
-        self.events = PartWriter(self.run_dir / "events", EVENTS, prefix, realtime)
+        self.events = EventsWriter(self.run_dir / "events", prefix, realtime)
         self.requests = PartWriter(self.run_dir / "requests", REQUESTS, prefix, realtime)
         self._extra: dict[str, PartWriter] = {}
         self._prefix, self._realtime = prefix, realtime
         self.emit = self.events.append  # targets call emit(Event) at event rate: keep it a bound method
+        self.emit_chunk = self.events.chunks.append  # (t_ns, req_id, tokens) of a CHUNK event, see EventsWriter
         if realtime:
             # pyarrow loads its compute kernels on the first dictionary_encode (~0.4 s): do it now, before the
             # run's clock starts, not in the first flush in the middle of a real-time replay (it stalls sends).
             _to_table([(0, 0, "ARRIVE", None, None, None, None, None, None)], EVENTS)
+            _chunk_table([(0, 0, 0)])  # and numpy's import
 
     def table(self, name: str) -> PartWriter:
         """Writer of a further table (`steps`, `server_metrics`) created on first use."""

@@ -88,7 +88,7 @@ class Replayer:
             self.stats.status = "failed"
             raise
         finally:
-            self.stats.events = self.log.events.written + len(self.log.events.rows)
+            self.stats.events = self.log.events.written + self.log.events.pending()
             self._report(force=True)
         return self.stats
 

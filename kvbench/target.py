@@ -24,6 +24,8 @@ class Target(Protocol):
     - `run(emit)` releases each request at `at_ns` (emitting ARRIVE with t = at_ns, then SEND, ...) and returns
       once every submitted request has ended with exactly one terminal event (FINISH, ERROR, REJECT, CANCEL).
     - On KeyboardInterrupt, `run` emits CANCEL (detail "interrupted") for every request not yet ended, then re-raises.
+    - CHUNK events may instead go straight to `ctx.log.emit_chunk((t_ns, req_id, tokens))` (never terminal; a
+      real-time target's per-read event, kept off the replayer's callback).
     """
 
     def submit(self, req: Request, at_ns: int) -> None: ...

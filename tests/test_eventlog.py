@@ -117,3 +117,32 @@ def test_only_string_columns_get_dictionary_pages(tmp_path):
     dict_cols = {meta.column(i).path_in_schema for i in range(meta.num_columns)
                  if "RLE_DICTIONARY" in meta.column(i).encodings}
     assert dict_cols == {"kind", "instance", "tier", "detail"}
+
+
+def test_chunk_events_share_the_part_with_the_other_rows(tmp_path):
+    # 2 full rows and 3 CHUNK 3-tuples in one flush: one part of 5 rows; the chunks read back as CHUNK events
+    # with their times, ids and token counts, every other column null
+    log = EventLog(tmp_path, realtime=True)
+    log.emit(Event(0, 7, ARRIVE, tokens=64))
+    log.emit_chunk((5, 7, 1))
+    log.emit_chunk((9, 7, 2))
+    log.emit(Event(3, 7, FIRST_TOKEN, tokens=1))
+    log.emit_chunk((12, 7, 1))
+    assert log.events.pending() == 5
+    log.close()
+    assert len(log.events.parts) == 1 and log.events.written == 5
+    rows = duckdb.execute(f"SELECT t_ns, req_id, kind::VARCHAR, tokens, instance, cached_tokens, tier, nbytes, detail "
+                          f"FROM read_parquet('{table_glob(tmp_path)}') ORDER BY t_ns").fetchall()
+    assert rows == [(0, 7, "ARRIVE", 64, None, None, None, None, None), (3, 7, "FIRST_TOKEN", 1) + (None,) * 5,
+                    (5, 7, "CHUNK", 1) + (None,) * 5, (9, 7, "CHUNK", 2) + (None,) * 5,
+                    (12, 7, "CHUNK", 1) + (None,) * 5]
+
+
+def test_chunks_alone_are_flushed_by_tick(tmp_path):
+    log = EventLog(tmp_path, realtime=True)
+    log.emit_chunk((1, 0, 1))
+    log.tick()
+    assert log.events.parts == []  # younger than a second
+    log.events._last_flush_ns -= 1_100_000_000
+    log.tick()
+    assert len(log.events.parts) == 1 and log.events.pending() == 0 and log.events.written == 1

@@ -21,11 +21,13 @@ class Response:
 
     __slots__ = ("emit", "rid", "t0_ns", "chat", "sse", "status", "err_body", "tokens", "last_ns", "usage",
                  "finish_reason", "done", "headers", "start_ns", "io_ns", "timed_out", "send_event", "end_ns",
-                 "ended", "done_cb", "notes", "tpl", "fast")
+                 "ended", "done_cb", "notes", "tpl", "fast", "emit_chunk")
 
     def __init__(self, emit: Emit, rid: int, t0_ns: int, chat: bool, max_event_bytes: int, now: int,
-                 send_event: bool = True, done_cb=None, notes: list[str] | None = None):
+                 send_event: bool = True, done_cb=None, notes: list[str] | None = None, emit_chunk=None):
         self.emit, self.rid, self.t0_ns, self.chat, self.send_event = emit, rid, t0_ns, chat, send_event
+        # CHUNK events as (t_ns, req_id, tokens), straight into the log (EventLog.emit_chunk); else through emit
+        self.emit_chunk = emit_chunk or (lambda c: emit((c[0], c[1], CHUNK, None, c[2], None, None, None, None)))
         self.done_cb, self.notes = done_cb, notes or []  # done_cb(resp): the target's synchronous completion
         self.sse = SSEParser(max_event_bytes)
         self.status = 0
@@ -62,8 +64,8 @@ class Response:
         if fast is not None:  # a streamed token's usual read: whole learnt chunks, counted without the parser
             n = _plain_events(data, fast)
             if n:
-                self.tokens += n  # a 9-tuple in Event's field order (see _take)
-                self.emit((now, self.rid, CHUNK, None, n, None, None, None, None))
+                self.tokens += n
+                self.emit_chunk((now, self.rid, n))
                 self.last_ns = now
                 return
         if self.status != 200:
@@ -96,9 +98,10 @@ class Response:
                     self.tokens += self._tokens_in(orjson.loads(payload), payload)
         finally:  # tokens read before a fault in the same read are still measured
             if self.tokens > before:
-                # a plain 9-tuple in Event's field order: the replayer and the log accept it, and it is cheaper
-                self.emit((now, self.rid, CHUNK if before else FIRST_TOKEN, None, self.tokens - before,
-                           None, None, None, None))
+                if before:
+                    self.emit_chunk((now, self.rid, self.tokens - before))
+                else:  # a plain 9-tuple in Event's field order: the replayer and the log accept it, and it is cheaper
+                    self.emit((now, self.rid, FIRST_TOKEN, None, self.tokens, None, None, None, None))
                 self.last_ns = now
         if self.sse.error is not None:
             raise self.sse.error

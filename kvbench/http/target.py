@@ -170,7 +170,7 @@ class OpenAITarget:
 
     def _response(self, rid: int, now: int, first: bool = True, notes: list[str] | None = None) -> Response:
         return Response(self._emit, rid, self.ctx.t0_ns, self.prof.api == "chat", self.prof.max_event_bytes, now,
-                        first, self._completed, notes)
+                        first, self._completed, notes, self.ctx.log.emit_chunk)
 
     def _completed(self, resp: Response) -> None:
         """A clean end, still inside the connection's data_received: LAST_TOKEN and FINISH are stamped with the
@@ -341,6 +341,7 @@ class OpenAITarget:
         period_s = min(max(self.prof.read_timeout_s / 8, 0.005), 1.0)
         while True:
             await asyncio.sleep(period_s)
+            self.ctx.log.tick()  # CHUNK events reach the log without the replayer: a long lone stream still flushes
             now = time.monotonic_ns() - self.ctx.t0_ns
             for task, resp in list(self._watched.items()):
                 if self._overdue(resp, now):
