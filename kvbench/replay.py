@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from kvbench.eventlog import EventLog
-from kvbench.records import CANCEL, ERROR, FINISH, REJECT, TERMINAL, Event, Request
+from kvbench.records import ARRIVE, CANCEL, ERROR, FINISH, REJECT, SEND, TERMINAL, Event, Request
 from kvbench.reuse import SeenBlocks
 from kvbench.target import Target
 
@@ -34,6 +34,7 @@ class ReplayStats:
     events: int = 0  # events logged (counted when the run ends)
     last_t_ns: int = 0  # time of the latest terminal event
     status: str = "running"
+    send_lags_ns: list[int] = field(default_factory=list)  # real time: SEND - ARRIVE per sent request (client lag)
 
     @property
     def ended(self) -> int:
@@ -71,6 +72,7 @@ class Replayer:
         self._stopping = False  # set by an interrupt: release nothing more
         self._next_progress = 0.0
         self._due_ns = DUE_NS  # real time: the next event time to check the log's flush and the progress at
+        self._arrived: dict[int, int] = {}  # real time: ARRIVE time of requests not yet sent
         events = log.events
         self._append, self._flush_check = events.rows.append, events.check  # bound once: called per event
 
@@ -96,8 +98,16 @@ class Replayer:
         """Real-time targets stamp events with the run's clock, so the event's own time says when the buffers
         may be a second old (flush) or progress is due: one comparison per event, no clock read."""
         self._append(ev)
-        if ev[2] in TERMINAL:
+        kind = ev[2]
+        if kind in TERMINAL:
+            self._arrived.pop(ev[1], None)
             self._on_terminal(ev)
+        elif kind == ARRIVE:
+            self._arrived[ev[1]] = ev[0]
+        elif kind == SEND:  # client lag, taken here rather than by a query over the log after the run
+            at_ns = self._arrived.pop(ev[1], None)
+            if at_ns is not None:
+                self.stats.send_lags_ns.append(ev[0] - at_ns)
         if ev[0] >= self._due_ns:
             self._due_ns = ev[0] + DUE_NS
             self.log.tick()

@@ -83,6 +83,7 @@ def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
     try:
         target = build(spec, RunContext(opts.seed, run_dir, log, t0))
         replayer = Replayer(target, log, opts.concurrency, progress=progress)
+        stats = replayer.stats  # what was measured, even if run() raises
         stats = replayer.run(workload.requests())
     finally:
         log.close()
@@ -91,7 +92,7 @@ def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
         if spec.kind in REALTIME_KINDS:  # real clients can fall behind the schedule: check and flag it
             from kvbench.http.lag import client_lag
 
-            manifest.update(client_lag(run_dir, spec.params))
+            manifest.update(client_lag(stats.send_lags_ns, spec.params))
         write_manifest(run_dir, manifest)
     return run_dir, stats
 

@@ -54,6 +54,10 @@ def test_two_workers_match_one_process(tmp_path):
     assert manifest["workers"] == 2 and manifest["counts"]["finished"] == 20 and manifest["status"] == "complete"
     params = manifest["target"]["params"]  # probed once, before the fork: 2 tokens a word (see faultserver)
     assert (params["model"], params["word_tokens"]) == ("fault-model", 2.0)
+    # the workers' client lags, gathered in the parent, are the log's SEND - ARRIVE of all 20 requests
+    (n, p99_ns), = rows(two, """SELECT count(*), quantile_cont(s.t_ns - a.t_ns, 0.99) FROM EV a JOIN EV s
+                                USING (req_id) WHERE a.kind = 'ARRIVE' AND s.kind = 'SEND'""")
+    assert manifest["client_lag"]["requests"] == n == 20 and manifest["client_lag"]["p99_ms"] == round(p99_ns / 1e6, 3)
 
 
 def test_cli_replay_against_a_url_with_workers(tmp_path):

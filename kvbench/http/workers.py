@@ -76,6 +76,7 @@ def _collect(conns: list, procs: list) -> tuple[ReplayStats, list[str]]:
         for key in ("submitted", "finished", "errors", "rejected", "cancelled", "events"):
             setattr(total, key, getattr(total, key) + st[key])
         total.last_t_ns = max(total.last_t_ns, st["last_t_ns"])
+        total.send_lags_ns.extend(st["send_lags_ns"])
         worst = max(worst, st["status"], key=lambda s: _STATUS_RANK.get(s, 2))
         if err:
             errors.append(err)
@@ -114,7 +115,7 @@ def execute_sharded(workload: Workload, spec: TargetSpec, opts: RunOptions, work
 
     manifest.update(status=stats.status, finished_at=datetime.now(timezone.utc).isoformat(),
                     wall_s=round((time.monotonic_ns() - t0) / 1e9, 3), counts=_counts(stats),
-                    worker_errors=errors, **client_lag(run_dir, spec.params))
+                    worker_errors=errors, **client_lag(stats.send_lags_ns, spec.params))
     write_manifest(run_dir, manifest)
     if errors and not quiet:
         print("kvbench: " + "; ".join(errors), file=sys.stderr)

@@ -1,0 +1,30 @@
+"""Client lag figures for run.json: DuckDB's quantile_cont by hand and against DuckDB itself, and the warning."""
+
+from __future__ import annotations
+
+import duckdb
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvbench.http.lag import client_lag, quantile_cont
+
+MS = 1_000_000
+
+
+def test_figures_by_hand_and_the_warning(capsys):
+    # lags 0, 10, 20, 30 ms: p50 = 15 (halfway between ranks 1 and 2), p99 at rank 0.99 * 3 = 2.97 -> 29.7
+    lag = client_lag([30 * MS, 0, 20 * MS, 10 * MS], {"lag_warn_ms": 25.0})["client_lag"]
+    assert (lag["requests"], lag["p50_ms"], lag["p99_ms"], lag["max_ms"]) == (4, 15.0, 29.7, 30.0)
+    assert lag["behind"] is True and "p99 29.7 ms > 25 ms" in lag["warning"]
+    assert "client fell behind" in capsys.readouterr().err
+    on_time = client_lag([1 * MS], {})["client_lag"]  # default threshold 10 ms
+    assert on_time["behind"] is False and "warning" not in on_time and on_time["p99_ms"] == 1.0
+    assert client_lag([], {}) == {"client_lag": {"requests": 0}}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 10**9), min_size=1, max_size=50), st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]))
+def test_matches_duckdb_quantile_cont(values, q):
+    con = duckdb.connect()
+    want = con.execute("SELECT quantile_cont(v, ?) FROM (SELECT unnest(?::BIGINT[]) AS v)", [q, values]).fetchall()
+    assert abs(quantile_cont(sorted(values), q) - want[0][0]) <= 1e-6 * max(1, max(values))
