@@ -16,9 +16,9 @@ Prints medians over repetitions of:
   schedule and is timed from its actual send, so its timer's lateness is not charged to it. For comparison
   the old load is printed too: a closed loop of 32 whose 32 requests are released at one instant each round,
   so the client and server serialise 32 sends and writes (~1 ms of send lag) and that is charged to TTFT;
-- client CPU per streamed token (time.process_time; 400 requests of 64 tokens written 1 ms apart, one write
+- client CPU per streamed token (time.process_time; 800 requests of 64 tokens written 1 ms apart, one write
   per token, closed loop of 32; goal <= 10 us): the whole run's (setup, Parquet, post-run lag check) and the
-  steady state's ((CPU(400) - CPU(100)) / their token difference), beside the minimal aiohttp client that
+  steady state's ((CPU(800) - CPU(200)) / their token difference), beside the minimal aiohttp client that
   parses nothing and raw uvloop protocols that read and discard (the kernel and event loop per read);
 - open-loop release precision: send lag (SEND - ARRIVE) at 200 requests/s.
 The server is raw asyncio protocols on uvloop in its own process. With a TTFT and no ITL a timer thread
@@ -26,26 +26,27 @@ writes each response straight to its socket: it sleeps (timer slack 1 us) until 
 then spins to the instant, so neither the loop's ms-grained timers nor spinning on the loop delay other
 connections; its lateness is measured per response and reset by `GET /first`.
 
-Figures on the 2-core machine (load average 0.3-0.8), `python tests/bench/bench_http.py --reps 3`, the client
-before (commit ed667db) and after this file's client changes, same benchmark:
-  request rate ratio 1.08 -> 1.20 (baseline 9,118 / 10,401 per s, kvbench 9,888 / 12,461 per s);
-  startup 0.60 -> 0.53 s;
-  TTFT error p50, concurrency 1: +0.58 -> +0.40 ms raw, server's own lateness p50 0.012 / 0.000 ms, client
-  lag p50 0.226 -> 0.048 ms (the payload of the next release is now built before it is due); minimal
-  aiohttp client +0.96 / +0.94 ms;
-  concurrency 32: +0.26 -> +0.23 ms raw (server lateness p50 0.000 ms, p90 0.000), client lag 0.056 -> 0.017
-  ms; minimal aiohttp client +0.40 / +0.44 ms; the old closed-loop burst of 32: +2.69 / +2.93 ms with ~1 ms
-  client lag (what the earlier +3.60 ms figure measured);
-  CPU per streamed token, whole run 12.73 / 12.89 us, steady state 11.65 / 11.59 us (minimal aiohttp client
-  12.29 / 16.65 us, raw read-and-discard floor 5.58 / 7.14 us in those two runs: +-1 us from run to run);
-  8 alternating before/after runs against one server: whole run median 13.47 -> 12.96 us, steady state
-  12.13 -> 11.75 us, floor ~6.2 us in both;
-  in process (the first printed line), per one-token read 3.69 -> 2.39 us (chat 3.68 -> 2.28), 5 tokens a
-  read 11.57 -> 9.14 us;
-  open-loop send lag at 200 req/s p50 0.103 -> 0.028 ms, p99 0.51 -> 0.47 ms.
-The CPU goal of 10 us per token is not met here: reading and discarding alone costs ~6 us a read on this
-machine (kernel receive and ACK, epoll wake-up, one bytes object), kvbench's framing, SSE and counting
-~2.3 us, and the replayer's event handling, Parquet log and per-request work the rest.
+Figures on the 2-core machine, `python tests/bench/bench_http.py --reps 3`, three runs at the end of this
+session's client changes (start of the session -> now; "a / b / c" are the three runs). The VM's speed swings
+by ~30 % between runs (the minimal aiohttp client's CPU per token moved 11.2 -> 14.7 us from one run to the
+next), so read the ratios to the reference clients of the same run:
+  request rate ratio 1.20 -> 1.36 / 1.39 / 1.34 (kvbench 14,983 / 13,255 / 11,228 per s);
+  startup 0.53 -> 0.60 / 0.59 / 0.71 s;
+  TTFT error p50, concurrency 1: +0.40 -> +0.41 / +0.50 / +0.44 ms (minimal aiohttp client +1.03 / +1.06 /
+  +1.01 ms); concurrency 32: +0.23 -> +0.22 / +0.24 / +0.23 ms (aiohttp +0.36 / +0.57 / +0.46 ms); the old
+  closed-loop burst of 32: +3.43 ms in run a, ~1.1 ms of it send lag;
+  CPU per streamed token, whole run 8.97 / 11.41 / 11.56 us, steady state 8.73 / 11.44 / 12.02 us; minimal
+  aiohttp client 11.18 / 14.71 / 14.61 us (kvbench / aiohttp 0.80 / 0.78 / 0.79); raw read-and-discard floor
+  5.67 / 7.17 / 6.41 us; three earlier runs in a fast phase: 9.66 / 9.29 / 9.07 us whole, floor 5.2-5.4 us;
+  the session's starting code, alternated with the new one through the CPU part only: median 13.1 us whole
+  (11.1-15.1) over 23 runs, kvbench's CPU above the floor ~7.8 -> ~4.5 us a token;
+  in process (the first printed line), per one-token read 2.35 -> 1.35 us, 5 tokens a read 9.9 -> 6.8 us;
+  open-loop send lag at 200 req/s p50 0.024 / 0.026 / 0.023 ms, p99 0.25 / 0.22 / 0.39 ms.
+What moved it: whole learnt token events counted without the SSE parser (several a read too), CHUNK events
+written straight to the log as 3-tuples (EventLog.emit_chunk), no task per request on a kept-alive connection,
+the log's flush looked at by event time, prompt blocks from SHAKE-256 bytes, client lag taken in-process.
+CPU per token meets 10 us in the machine's fast phases and misses by ~15 % in its slow ones; reading and
+discarding alone is 5.2-7.2 us a read here (kernel receive and ACK, epoll wake-up, one bytes object).
 """
 
 from __future__ import annotations
@@ -323,7 +324,8 @@ def baseline_ttft_ms(url: str, n: int, gap_ns: int) -> float:
 
 def inproc_us_per_read(per_read: int, chat: bool, n: int = 100_000) -> float:
     """kvbench's own per-read path, no network: a Connection fed `per_read` vLLM-shaped token chunks per
-    data_received, de-chunked, SSE-parsed, counted, one event appended to a list (CPU us per read, best of 5)."""
+    data_received, de-chunked, SSE-parsed, counted, one event appended to a list as EventLog.emit_chunk does
+    (CPU us per read, best of 5)."""
     from kvbench.http.conn import Connection
     from kvbench.http.stream import Response
 
@@ -346,7 +348,7 @@ def inproc_us_per_read(per_read: int, chat: bool, n: int = 100_000) -> float:
         loop, events = asyncio.new_event_loop(), []
         conn = Connection()
         conn.connection_made(Transport())
-        resp = Response(events.append, 1, 0, chat, 1 << 20, 0, send_event=False)
+        resp = Response(events.append, 1, 0, chat, 1 << 20, 0, send_event=False, emit_chunk=events.append)
         conn.start(b"", resp, loop.create_future())
         conn.data_received(HEAD + read)
         cpu = time.process_time()
@@ -485,9 +487,9 @@ def main() -> None:
         with ServerProcess(itl_ms=1) as srv:
             cpu, base_cpu, floor = [], [], []
             for _ in range(a.reps):
-                cpu.append(cpu_per_token_us(srv.url, 400 // k, 32, 64, tmp))
-                base_cpu.append(baseline_cpu_per_token_us(srv.url, 400 // k, 32, 64))
-                floor.append(floor_cpu_per_token_us(srv.url, 400 // k, 32, 64))
+                cpu.append(cpu_per_token_us(srv.url, 800 // k, 32, 64, tmp))
+                base_cpu.append(baseline_cpu_per_token_us(srv.url, 800 // k, 32, 64))
+                floor.append(floor_cpu_per_token_us(srv.url, 800 // k, 32, 64))
             print(f"client CPU per streamed token (64 tokens 1 ms apart, concurrency 32): whole run "
                   f"{med(c[0] for c in cpu):.2f} us, steady state {med(c[1] for c in cpu):.2f} us "
                   f"(minimal aiohttp client that parses nothing: {med(base_cpu):.2f} us; raw uvloop protocols "
