@@ -146,3 +146,19 @@ def test_chunks_alone_are_flushed_by_tick(tmp_path):
     log.events._last_flush_ns -= 1_100_000_000
     log.tick()
     assert len(log.events.parts) == 1 and log.events.pending() == 0 and log.events.written == 1
+
+
+def test_compaction_keeps_chunk_rows(tmp_path, monkeypatch):
+    import kvbench.eventlog as el
+
+    monkeypatch.setattr(el, "COMPACT_OVER_PARTS", 3)
+    log = EventLog(tmp_path, realtime=True)
+    for i in range(6):  # 6 parts of one ARRIVE (5 tokens) and one CHUNK (2 tokens) each, merged on close
+        log.emit(Event(i * 10, i, ARRIVE, tokens=5))
+        log.emit_chunk((i * 10 + 1, i, 2))
+        log.events.flush()
+    log.close()
+    assert [p.name for p in (tmp_path / "events").iterdir()] == ["part-all.parquet"]
+    got = duckdb.execute(f"SELECT kind::VARCHAR, count(*), sum(tokens) FROM read_parquet('{table_glob(tmp_path)}') "
+                         f"GROUP BY 1 ORDER BY 1").fetchall()
+    assert got == [("ARRIVE", 6, 30), ("CHUNK", 6, 12)]
