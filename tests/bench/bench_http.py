@@ -37,7 +37,8 @@ next), so read the ratios to the reference clients of the same run:
   closed-loop burst of 32: +3.43 ms in run a, ~1.1 ms of it send lag;
   CPU per streamed token, whole run 8.97 / 11.41 / 11.56 us, steady state 8.73 / 11.44 / 12.02 us; minimal
   aiohttp client 11.18 / 14.71 / 14.61 us (kvbench / aiohttp 0.80 / 0.78 / 0.79); raw read-and-discard floor
-  5.67 / 7.17 / 6.41 us; three earlier runs in a fast phase: 9.66 / 9.29 / 9.07 us whole, floor 5.2-5.4 us;
+  5.67 / 7.17 / 6.41 us; four more runs in fast phases: 9.66 / 9.29 / 9.07 / 8.90 us whole (8.90: steady 8.52,
+  aiohttp 10.92, floor 5.46), so the median of seven is 9.29 us whole, 8.83 us steady;
   the session's starting code, alternated with the new one through the CPU part only: median 13.1 us whole
   (11.1-15.1) over 23 runs, kvbench's CPU above the floor ~7.8 -> ~4.5 us a token;
   in process (the first printed line), per one-token read 2.35 -> 1.35 us, 5 tokens a read 9.9 -> 6.8 us;
