@@ -92,7 +92,7 @@ class Response:
             for payload in payloads:
                 if payload == b"[DONE]":
                     self.done = True
-                elif self.tpl is not None and self._plain(payload):
+                elif self.tpl is not None and _fits(payload, self.tpl):
                     self.tokens += 1
                 elif payload:
                     self.tokens += self._tokens_in(orjson.loads(payload), payload)
@@ -108,15 +108,6 @@ class Response:
         # the fast path may take the next read only when it is a whole event on its own: nothing half-read before it
         self.fast = None if self.tpl is None or not self.sse.idle() else \
             (b"data: " + self.tpl[0], self.tpl[1] + b"\n\n", self.tpl[2] + 6, self.tpl[3] + 2)
-
-    def _plain(self, payload: bytes) -> bool:
-        """`payload` is the learnt plain token chunk with other non-empty text: the same bytes before and after
-        the text's string, and between them ASCII with no quote, backslash or control byte, so it cannot end
-        that string or add anything: the same JSON with another text. It counts 1 without parsing."""
-        pre, suf, start, tail = self.tpl
-        end = len(payload) - tail
-        return end > start and payload.startswith(pre) and payload.endswith(suf) and \
-            _PLAIN(payload, start, end) is not None
 
     def _learn(self, payload: bytes, key: bytes, text: object) -> None:
         """Remember the bytes around `text` in a parsed chunk that counted exactly 1 (no usage, no finish
@@ -158,18 +149,26 @@ class Response:
         return 1 if text else 0
 
 
+def _fits(data: bytes, shape: tuple[bytes, bytes, int, int]) -> bool:
+    """`data` is the learnt plain token chunk (shape = Response.tpl, or .fast: the same as one SSE event) with
+    other non-empty text: the same bytes before and after the text's string, and between them ASCII with no
+    quote, backslash or control byte, so it cannot end that string or add anything: the same JSON with another
+    text. It counts 1 without parsing."""
+    pre, suf, start, tail = shape
+    end = len(data) - tail
+    return end > start and data.startswith(pre) and data.endswith(suf) and _PLAIN(data, start, end) is not None
+
+
 def _plain_events(data: bytes, fast: tuple[bytes, bytes, int, int]) -> int:
     """How many whole `data: <learnt plain chunk>\n\n` events `data` is exactly, else 0 (then it is parsed).
     Splitting at the suffix is exact: it starts with the quote that closes the text (the text has none) and
     ends with the blank line (the prefix has no line end)."""
-    pre, suf, start, tail = fast
-    end = len(data) - tail
-    if end <= start or not data.startswith(pre) or not data.endswith(suf):
-        return 0
-    if _PLAIN(data, start, end) is not None:
+    if _fits(data, fast):
         return 1
+    pre, suf, start, _ = fast
     events = data.split(suf)
-    events.pop()  # the empty tail after the last suffix
+    if len(events) < 3 or events.pop():  # two events at least, and nothing after the last suffix
+        return 0
     for ev in events:
         if len(ev) <= start or not ev.startswith(pre) or _PLAIN(ev, start) is None:
             return 0
