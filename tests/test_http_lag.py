@@ -1,4 +1,4 @@
-"""Client lag figures for run.json: DuckDB's quantile_cont by hand and against DuckDB itself, and the warning."""
+"""Client lag figures for run.json: by hand, against DuckDB's quantile_cont on the same lags, and the warning."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbench.http.lag import client_lag, quantile_cont
+from kvbench.http.lag import client_lag
 
 MS = 1_000_000
 
@@ -23,8 +23,12 @@ def test_figures_by_hand_and_the_warning(capsys):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 10**9), min_size=1, max_size=50), st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]))
-def test_matches_duckdb_quantile_cont(values, q):
+@given(st.lists(st.integers(0, 10**9), min_size=1, max_size=50))
+def test_matches_duckdb_quantile_cont(values):
+    # the figures the log's SQL would give: DuckDB's quantile_cont over the same lags (ms, 3 decimals)
     con = duckdb.connect()
-    want = con.execute("SELECT quantile_cont(v, ?) FROM (SELECT unnest(?::BIGINT[]) AS v)", [q, values]).fetchall()
-    assert abs(quantile_cont(sorted(values), q) - want[0][0]) <= 1e-6 * max(1, max(values))
+    (p50, p99, worst), = con.execute("SELECT quantile_cont(v, 0.5), quantile_cont(v, 0.99), max(v) "
+                                     "FROM (SELECT unnest(?::BIGINT[]) AS v)", [values]).fetchall()
+    lag = client_lag(values, {"lag_warn_ms": 1e9})["client_lag"]
+    for got, want in ((lag["p50_ms"], p50), (lag["p99_ms"], p99), (lag["max_ms"], worst)):
+        assert abs(got - want / MS) <= 0.0005 + 1e-9  # both sides rounded to 3 decimals of a ms at most
