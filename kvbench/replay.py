@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 from kvbench.eventlog import EventLog
 from kvbench.records import ARRIVE, CANCEL, ERROR, FINISH, REJECT, SEND, TERMINAL, Event, Request
-from kvbench.reuse import SeenBlocks
+from kvbench.workload.reuse import SeenBlocks
 from kvbench.target import Target
 
 DUE_NS = 100_000_000  # real-time runs look at flushing and progress every 0.1 s of event time

@@ -12,9 +12,9 @@ import time
 import duckdb
 
 from kvbench.eventlog import table_glob
-from kvbench.http.llamacpp import stop
+from kvbench.devservers.llamacpp import stop
 from kvbench.run import load_run
-from test_serve import start_serve
+from support.serve_proc import start_serve
 
 
 def test_sigkill_mid_replay_keeps_what_was_measured(tmp_path):
@@ -25,7 +25,7 @@ def test_sigkill_mid_replay_keeps_what_was_measured(tmp_path):
     server, url = start_serve("--target", "fixed:ttft_ms=5,itl_ms=5")
     out = tmp_path / "run"
     try:
-        replay = subprocess.Popen([sys.executable, "-c", "from kvbench.cli import main; main()", "replay",
+        replay = subprocess.Popen([sys.executable, "-c", "from kvbench.cli.app import main; main()", "replay",
                                    "--trace", str(trace), "--target", url, "--out", str(out), "-q"])
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(list((out / "events").glob("*.parquet"))) < 2:
@@ -39,7 +39,7 @@ def test_sigkill_mid_replay_keeps_what_was_measured(tmp_path):
         f"SELECT count(*) FILTER (WHERE kind = 'FINISH'), count(*) FILTER (WHERE kind = 'ARRIVE') "
         f"FROM read_parquet('{table_glob(out)}')").fetchone()
     assert 0 < finished <= arrived < 300  # what was flushed before the kill is there, the run did not finish
-    r = subprocess.run([sys.executable, "-c", "from kvbench.cli import main; main()", "summary", str(out), "--json"],
+    r = subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", "summary", str(out), "--json"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "summary.json").read_text())

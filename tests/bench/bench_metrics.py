@@ -120,7 +120,7 @@ def generate(run_dir: Path, n: int, kind: str) -> None:
 def time_summary(run_dir: Path) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system, all threads) and peak RSS (MB) of one `kvbench summary RUN`."""
     t0 = time.perf_counter()
-    cmd = [sys.executable, "-c", "from kvbench.cli import main; main()", "summary", str(run_dir), "--json"]
+    cmd = [sys.executable, "-c", "from kvbench.cli.app import main; main()", "summary", str(run_dir), "--json"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     _, status, usage = __import__("os").wait4(proc.pid, 0)
     wall = time.perf_counter() - t0

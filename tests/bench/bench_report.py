@@ -43,7 +43,7 @@ def ensure_run(root: Path, kind: str, n: int, copy: int = 0) -> Path:
 def time_report(runs: list[Path], out: Path) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system) and peak RSS (MB) of one `kvbench report RUN...` process.
     CPU time is printed too because the shared 2-core machine's load stretches wall time."""
-    cmd = [sys.executable, "-c", "from kvbench.cli import main; main()", "report", *map(str, runs), "-o", str(out)]
+    cmd = [sys.executable, "-c", "from kvbench.cli.app import main; main()", "report", *map(str, runs), "-o", str(out)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from test_serve import start_serve  # noqa: E402
+from support.serve_proc import start_serve  # noqa: E402
 
-from kvbench.http.llamacpp import stop  # noqa: E402
+from kvbench.devservers.llamacpp import stop  # noqa: E402
 
 TTFT_NS, ITL_NS = 50_000_000, 10_000_000
 

@@ -79,7 +79,7 @@ def main() -> None:
     caps = [3_000_000, 10_000_000, 50_000_000]
     t_info = median_time(lambda: trace_stats(read_mooncake(CONVERSATION), caps), args.reps)
     print(f"trace info statistics + LRU 3M,10M,50M: median {t_info:.3f} s (target < 2 s)")
-    t_cli = median_time(lambda: subprocess.run([sys.executable, "-c", "from kvbench.cli import main; main()", "trace", "info",
+    t_cli = median_time(lambda: subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", "trace", "info",
                                                 str(CONVERSATION)],
                                                capture_output=True, check=True), max(1, args.reps // 2))
     print(f"`kvbench trace info` end to end (process start included): median {t_cli:.3f} s")

@@ -1,0 +1,183 @@
+"""Simulator token gaps in closed form: step segments, request spans, pooled ITL per segment and TBT per request.
+
+Same definitions as token_gaps.sql and tbt.sql (which say what a simulator request's gaps are), computed with numpy
+over arrays instead of expanding every request into its step segments in SQL: a request decoding through segments
+lo..hi gets every step of the segments strictly between and a partial count at lo and hi, so the pooled ITL weight
+of a segment is (requests passing through it) x (its steps) + the partial counts, found with a difference array;
+TBT sorts each request's segments by gap length only (a request spans tens of segments, not its thousands of gaps).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+    import numpy as np
+
+# rows of one block of the TBT expansion (request x segment, ~60 B a row): bounds the memory of long runs, and
+# blocks of this size run faster than larger ones (fewer fresh pages)
+BLOCK_ROWS = 500_000
+
+
+def segments(rows: dict[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
+    """Merge back-to-back steps rows (sorted by inst, t_ns) of one instance and 1 % bin into segments, as
+    token_gaps.sql describes; returns inst, t_ns, end_ns, n_steps, gap_ns per segment, in that order."""
+    import numpy as np
+
+    inst, t, end = rows["inst"], rows["t_ns"], rows["end_ns"]
+    new = np.ones(len(t), bool)
+    new[1:] = (inst[1:] != inst[:-1]) | (rows["bin"][1:] != rows["bin"][:-1]) | (t[1:] != end[:-1])
+    starts = np.flatnonzero(new)
+    if not len(starts):
+        empty = np.zeros(0, np.int64)
+        return {"inst": empty, "t_ns": empty, "end_ns": empty, "n_steps": empty, "gap_ns": np.zeros(0)}
+    seg = {"inst": inst[starts], "t_ns": t[starts], "end_ns": np.maximum.reduceat(end, starts),
+           "n_steps": np.add.reduceat(rows["n_steps"], starts)}
+    seg["gap_ns"] = (seg["end_ns"] - seg["t_ns"]).astype(np.float64) / seg["n_steps"]
+    return seg
+
+
+def spans(seg: dict[str, "np.ndarray"], req: dict[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
+    """Per request decoding on `inst` over [s_ns, e_ns]: lo = first segment of its instance ending after s_ns,
+    hi = last one starting before e_ns (indices into seg); requests with no such segments are left out."""
+    import numpy as np
+
+    lo = np.full(len(req["inst"]), -1, np.int64)
+    hi = np.full(len(req["inst"]), -2, np.int64)
+    bounds = np.searchsorted(seg["inst"], np.arange(int(req["inst"].max(initial=-1)) + 2))
+    order = np.argsort(req["inst"], kind="stable")
+    cuts = np.searchsorted(req["inst"][order], np.arange(len(bounds)))
+    for i in range(len(bounds) - 1):
+        a, b, sel = bounds[i], bounds[i + 1], order[cuts[i]:cuts[i + 1]]
+        if a == b or not len(sel):
+            continue
+        first = a + np.searchsorted(seg["end_ns"][a:b], req["s_ns"][sel], side="right")
+        last = a + np.searchsorted(seg["t_ns"][a:b], req["e_ns"][sel], side="left") - 1
+        ok = (first < b) & (last >= a)
+        lo[sel[ok]], hi[sel[ok]] = first[ok], last[ok]
+    keep = hi >= lo
+    return {**{k: v[keep] for k, v in req.items()}, "lo": lo[keep], "hi": hi[keep]}
+
+
+def partial(seg: dict[str, "np.ndarray"], j: "np.ndarray", s: "np.ndarray", e: "np.ndarray") -> "np.ndarray":
+    """Steps of segment j inside [s, e]: (steps ended by e) - (steps started before s), token_gaps.sql's formula."""
+    import numpy as np
+
+    t, length, n = seg["t_ns"][j], seg["end_ns"][j] - seg["t_ns"][j], seg["n_steps"][j]
+    huge = length > (1 << 62) // n  # length * n overflows int64 (a segment over ~50 min of 1 ms steps)
+    if huge.any():  # exact in Python integers, rare
+        t, length, n, s, e = (np.asarray(x).astype(object) for x in (t, length, n, s, e))
+    ended = (np.clip(e - t, 0, length) * n) // length
+    started = (np.clip(s - t, 0, length) * n + length - 1) // length
+    return (ended - started).astype(np.int64)
+
+
+def itl_weights(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarray":
+    """Pooled gaps per segment over the finished requests' spans: steps x requests passing through + partials."""
+    import numpy as np
+
+    size = len(seg["t_ns"])
+    lo, hi, s, e = (sp[k][sp["finished"]] for k in ("lo", "hi", "s_ns", "e_ns"))
+    at_lo, at_hi = _end_counts(seg, lo, hi, s, e)
+    # float sums of integer counts are exact below 2**53 gaps
+    weight = np.rint(np.bincount(lo, at_lo, size) + np.bincount(hi, at_hi, size)).astype(np.int64)
+    multi = hi > lo  # passes through lo + 1 .. hi - 1: +1 from lo + 1, -1 from hi
+    through = np.cumsum(np.bincount(lo[multi] + 1, minlength=size + 1) - np.bincount(hi[multi], minlength=size + 1))
+    return weight + through[:size] * seg["n_steps"]
+
+
+def _end_counts(seg, lo, hi, s, e) -> tuple["np.ndarray", "np.ndarray"]:
+    """Gaps a span gets at lo and at hi (0 where hi == lo: lo's count is the whole span), negatives as 0."""
+    import numpy as np
+
+    at_lo = np.maximum(partial(seg, lo, s, e), 0)
+    at_hi = np.where(hi > lo, np.maximum(partial(seg, hi, s, e), 0), 0)
+    return at_lo, at_hi
+
+
+def tbt(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarray":
+    """TBT (ns) per span, as tbt.sql: mean of the span's longest k = ceil(G / 10) of its G gaps (NaN when G = 0).
+    Spans are expanded to (span, segment) rows block by block, each block sorted once by (span, gap descending)."""
+    import numpy as np
+
+    out = np.full(len(sp["lo"]), np.nan)
+    rank = _rank_longest_first(seg["gap_ns"])  # (rank per segment, gap per rank)
+    m = sp["hi"] - sp["lo"] + 1
+    cum = np.cumsum(m)
+    start = 0
+    while start < len(m):
+        stop = max(start + 1, int(np.searchsorted(cum, cum[start] - m[start] + BLOCK_ROWS, side="right")))
+        block = slice(start, stop)
+        out[block] = _tbt_block(seg, rank, {k: v[block] for k, v in sp.items()}, m[block])
+        start = stop
+    return out
+
+
+def _rank_longest_first(gap: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """Dense rank of each value (0 = the largest; equal values share a rank) and the distinct values by rank.
+    Hashing first (pandas.factorize) sorts only the distinct values: a run's millions of segments have tens of
+    thousands of step lengths."""
+    import numpy as np
+    import pandas as pd
+
+    codes, distinct = pd.factorize(gap)
+    order = np.argsort(-distinct, kind="stable")
+    rank = np.empty(len(distinct), np.int64)
+    rank[order] = np.arange(len(distinct))
+    return rank[codes], distinct[order]
+
+
+def _tbt_block(seg, rank, sp, m) -> "np.ndarray":
+    """TBT of the spans of one block; m = segments each spans."""
+    import numpy as np
+
+    owner = np.repeat(np.arange(len(m), dtype=np.int64), m)
+    first = np.cumsum(m) - m
+    j = np.repeat(sp["lo"] - first, m) + np.arange(len(owner))  # segment of each (span, segment) row
+    n = seg["n_steps"][j]
+    n[first], n[first + m - 1] = 0, 0  # the ends get their partial counts (at hi: 0 when hi == lo)
+    at_lo, at_hi = _end_counts(seg, sp["lo"], sp["hi"], sp["s_ns"], sp["e_ns"])
+    n[first + m - 1] += at_hi
+    n[first] += at_lo
+    rank_of, gap_of = rank
+    r = rank_of[j]
+    order = np.argsort(owner * (len(gap_of) + 1) + r, kind="stable")  # by span, longest first
+    n, gap = n[order], gap_of[r[order]]  # owner stays: spans keep their places, sorted within
+    total = np.bincount(owner, n, len(m))  # G per span
+    k = np.ceil(total / 10.0)
+    before = np.cumsum(n) - n - np.repeat(np.cumsum(total) - total, m)
+    take = np.clip(k[owner] - before, 0, n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, np.bincount(owner, gap * take, len(m)) / k, np.nan)
+
+
+def build(con: "duckdb.DuckDBPyConnection") -> None:
+    """Temp table step_instances and views step_segments (row_no = segment index), step_spans (lo, hi: row_no),
+    step_itl (run, gap_ns, n over finished requests) and step_tbt (run, req_id, tbt_ns); empty without steps."""
+    import numpy as np
+
+    from kvbench.analysis.metrics import sql_text
+
+    con.execute(sql_text("step_instances"))
+    seg = segments(con.execute(sql_text("step_rows")).fetchnumpy())
+    req = {k: np.asarray(v) for k, v in con.execute(sql_text("step_requests")).fetchnumpy().items()}
+    sp = spans(seg, req)
+    weight = itl_weights(seg, sp)
+    used = weight > 0
+    _store(con, "step_segments", {"inst": seg["inst"], "row_no": np.arange(len(seg["t_ns"])), "t_ns": seg["t_ns"],
+                                  "end_ns": seg["end_ns"], "n_steps": seg["n_steps"]})
+    _store(con, "step_spans", {k: sp[k] for k in ("inst", "req_id", "s_ns", "e_ns", "lo", "hi")})
+    _store(con, "step_itl", {"inst": seg["inst"][used], "gap_ns": seg["gap_ns"][used], "n": weight[used]})
+    values = tbt(seg, sp)
+    has = ~np.isnan(values)
+    _store(con, "step_tbt", {"inst": sp["inst"][has], "req_id": sp["req_id"][has], "tbt_ns": values[has]})
+
+
+def _store(con: "duckdb.DuckDBPyConnection", name: str, columns: dict[str, "np.ndarray"]) -> None:
+    """A temp view over numpy columns (registered without a copy), `inst` replaced by the run and instance names."""
+    import pyarrow as pa
+
+    con.register(f"{name}_arrays", pa.table(columns))
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT i.run, i.instance, a.* EXCLUDE (inst) "
+                f"FROM {name}_arrays a JOIN step_instances i USING (inst)")

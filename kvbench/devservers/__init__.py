@@ -1,0 +1,1 @@
+"""Real inference servers for the live test tiers: build/start llama-server and vLLM-CPU, write tiny models."""

@@ -1,0 +1,1 @@
+"""Planning: goodput search (and sweeps) over many runs of one workload."""

@@ -1,0 +1,1 @@
+"""Presentation: terminal tables, comparisons and gates, the HTML/Markdown report, plots, timeline."""

@@ -1,0 +1,123 @@
+"""`kvbench compare`: per-metric differences between two runs (or summary.json files) with bootstrap intervals."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kvbench.analysis.bootstrap import LEVEL, RESAMPLES, delta_ci, has_ci
+from kvbench.config import ConfigError
+from kvbench.analysis.metrics import Slo
+
+HEADLINE = ("ttft_ms.mean", "ttft_ms.p50", "ttft_ms.p99", "tpot_ms.mean", "tpot_ms.p50", "tpot_ms.p99",
+            "itl_ms.p50", "itl_ms.p99", "e2e_ms.mean", "e2e_ms.p99", "tbt_ms.p99", "client_lag_ms.p99",
+            "request_throughput", "output_token_throughput", "slo_attainment", "goodput", "prefix_hit_ratio",
+            "trace_hit_ratio", "errors", "rejected", "running")
+
+
+@dataclass(frozen=True)
+class Delta:
+    metric: str
+    base: float | None
+    cand: float | None
+    delta: float | None  # cand - base
+    rel: float | None  # delta / |base|
+    ci: tuple[float, float] | None  # LEVEL interval of delta (bootstrap), None when the metric has no samples
+
+    @property
+    def significant(self) -> bool | None:
+        """True when the interval excludes zero; None without an interval."""
+        return None if self.ci is None else not (self.ci[0] <= 0 <= self.ci[1])
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """'ttft_ms.p99.9' -> ('ttft_ms', 'p99.9'); 'slo_attainment' -> ('slo_attainment', 'mean')."""
+    name, _, stat = key.partition(".")
+    return (name, stat) if stat else (name, "mean")
+
+
+def load_side(path: str | Path, slo: Slo | None = None) -> dict[str, Any]:
+    """A summary document from a run directory (computed now) or a summary.json file."""
+    from kvbench.present import summary
+
+    p = Path(path)
+    if p.is_dir():
+        return summary.build(p, slo)
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such run directory or summary.json")
+    if slo is not None:
+        raise ConfigError(f"{p}: --slo applies to run directories only; a summary.json keeps the SLOs it was made with")
+    return summary.load(p)
+
+
+def delta_for(key: str, base: dict[str, Any], cand: dict[str, Any], resamples: int = RESAMPLES,
+              level: float = LEVEL) -> Delta:
+    """The difference of one metric, with a bootstrap interval when both sides carry samples of it."""
+    b, c = base["metrics"].get(key), cand["metrics"].get(key)
+    if b is None or c is None:
+        return Delta(key, b, c, None, None, None)
+    d = c - b
+    rel = d / abs(b) if b else None
+    name, stat = split_key(key)
+    ci = None
+    if has_ci(name, stat):
+        seed = zlib.crc32(key.encode())  # per metric, so an interval does not depend on which others are asked
+        ci = delta_ci(base.get("samples", {}).get(name), cand.get("samples", {}).get(name), stat, d, seed,
+                      resamples, level)
+    return Delta(key, b, c, d, rel, ci)
+
+
+def compare(base: dict[str, Any], cand: dict[str, Any], keys: list[str] | None = None,
+            resamples: int = RESAMPLES) -> list[Delta]:
+    """Deltas for `keys` (default: the headline metrics both sides have)."""
+    if keys is None:
+        keys = [k for k in HEADLINE if k in base["metrics"] or k in cand["metrics"]]
+    return [delta_for(k, base, cand, resamples) for k in keys]
+
+
+def all_keys(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+    return sorted(set(base["metrics"]) | set(cand["metrics"]))
+
+
+def _fmt(v: float | None, pct: bool = False) -> str:
+    if v is None:
+        return "—"
+    if pct:
+        return f"{v * 100:+.1f} %"
+    return f"{v:,.4g}" if abs(v) < 1e5 else f"{v:,.0f}"
+
+
+def print_table(deltas: list[Delta], base_name: str, cand_name: str, resamples: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{cand_name} vs {base_name}", title_justify="left",
+              caption=f"CI: {LEVEL:.0%} bootstrap interval of (candidate - baseline), {resamples} seeded resamples "
+                      f"of per-request values; * = interval excludes 0", caption_justify="left")
+    for col in ("metric", "baseline", "candidate", "delta", "delta %", "CI low", "CI high", ""):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for d in deltas:
+        lo, hi = d.ci if d.ci else (None, None)
+        t.add_row(d.metric, _fmt(d.base), _fmt(d.cand), _fmt(d.delta), _fmt(d.rel, True), _fmt(lo), _fmt(hi),
+                  "*" if d.significant else "")
+    Console(width=140).print(t)
+
+
+def compare_command(base: Path, cand: Path, slo: str | None, resamples: int, json_out: bool,
+                    all_metrics: bool) -> None:
+    from kvbench.analysis.metrics import parse_slo
+
+    if resamples < 10:
+        raise ConfigError(f"--resamples must be >= 10, got {resamples}")
+    s = parse_slo(slo) if slo else None
+    b, c = load_side(base, s), load_side(cand, s)
+    deltas = compare(b, c, all_keys(b, c) if all_metrics else None, resamples)
+    if json_out:
+        import json
+
+        print(json.dumps({"baseline": str(base), "candidate": str(cand), "level": LEVEL, "resamples": resamples,
+                          "deltas": [asdict(d) for d in deltas]}, indent=1))
+    else:
+        print_table(deltas, str(base), str(cand), resamples)

@@ -1,0 +1,204 @@
+"""OpenAITarget against a real aiohttp server on 127.0.0.1: faults, bodies, timing order, interrupts, lag, keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+from support.faultserver import FAULTS, FaultServer, fault_prompt
+
+from kvbench.records import Request
+from kvbench.run import RunOptions, execute
+from kvbench.target import TargetSpec
+from kvbench.workload.load import Workload
+
+FAST = {"model": "fault-model", "word_tokens": 2.0, "read_timeout_s": 0.3}  # no probes; stalls end in 0.3 s
+
+
+def run(requests: list[Request], base_url: str, out: Path, concurrency: int | None = None, **params) -> tuple:
+    wl = Workload("t", "mem", "0", lambda: iter(requests))
+    spec = TargetSpec("openai", "fault", {"kind": "openai", "base_url": base_url, **FAST, **params})
+    return execute(wl, spec, RunOptions(out=out, concurrency=concurrency))
+
+
+def q(run_dir: Path, sql: str) -> list[tuple]:
+    return duckdb.connect().execute(sql.replace("EV", f"read_parquet('{run_dir}/events/*.parquet')")).fetchall()
+
+
+EXPECTED = {  # fault -> (terminal kind, detail prefix)
+    "ok": ("FINISH", "prompt_tokens=21"), "reset": ("ERROR", "reset: "), "http_429_body": ("REJECT", "http_429: 429 {"),
+    "http_429_empty": ("REJECT", "http_429: 429 (no body)"), "http_500_body": ("ERROR", "http_5xx: 500 {"),
+    "http_503_empty": ("ERROR", "http_5xx: 503 (no body)"), "stall": ("ERROR", "stall: "),
+    "malformed_sse": ("ERROR", "protocol: SSEError"), "invalid_json": ("ERROR", "protocol: JSONDecodeError"),
+    "no_done": ("ERROR", "protocol: stream ended without [DONE] after 8 tokens"),
+    "short": ("FINISH", "short_output: got 4 of 8 tokens"), "huge": ("FINISH", "prompt_tokens=21"),
+    "split_crlf": ("FINISH", "prompt_tokens=21"), "stall_headers": ("ERROR", "timeout: "),
+    "error_obj": ("ERROR", "server_error: "),
+}
+TOKENS_BEFORE_FAULT = {"reset": 4, "stall": 2, "invalid_json": 1, "malformed_sse": 1, "error_obj": 1, "no_done": 8,
+                       "short": 4, "ok": 8, "huge": 8, "split_crlf": 8}  # server sends these before its fault
+
+
+def test_mixed_faults_each_request_ends_once_with_its_class(tmp_path):
+    assert set(EXPECTED) == set(FAULTS)
+    # 3 rounds of every fault, 8 tokens asked, arrivals 1 ms apart, all in flight together
+    reqs = [Request(i, i * 1_000_000, 21, 8, prompt=fault_prompt(FAULTS[i % len(FAULTS)]))
+            for i in range(3 * len(FAULTS))]
+    # read timeout 1 s: the server shares this process (and its GIL) while it writes three 4 MiB chunks
+    with FaultServer(stall_s=3.0) as srv:
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", read_timeout_s=1.0)
+    assert stats.status == "complete" and stats.submitted == len(reqs)
+    terminals = q(run_dir, "SELECT req_id, kind, detail FROM EV WHERE kind IN ('FINISH','ERROR','REJECT','CANCEL')")
+    assert sorted(r[0] for r in terminals) == list(range(len(reqs)))  # exactly one terminal event each
+    for rid, kind, detail in terminals:
+        want_kind, prefix = EXPECTED[FAULTS[rid % len(FAULTS)]]
+        assert (kind, detail[:len(prefix)]) == (want_kind, prefix), (rid, FAULTS[rid % len(FAULTS)], detail)
+    # nothing measured before a fault is lost: the streamed tokens are in the log, before the terminal event
+    got = dict(q(run_dir, "SELECT req_id, sum(tokens) FROM EV WHERE kind IN ('FIRST_TOKEN','CHUNK') GROUP BY 1"))
+    for rid in range(len(reqs)):
+        assert got.get(rid, 0) == TOKENS_BEFORE_FAULT.get(FAULTS[rid % len(FAULTS)], 0), rid
+    order = q(run_dir, """SELECT count(*) FROM EV f JOIN EV t USING (req_id)
+                          WHERE f.kind = 'FIRST_TOKEN' AND t.kind IN ('FINISH','ERROR') AND f.t_ns > t.t_ns""")
+    assert order == [(0,)]
+
+
+def test_connection_refused_is_a_connect_error(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    reqs = [Request(i, i * 1_000_000, 21, 4) for i in range(3)]
+    run_dir, stats = run(reqs, f"http://127.0.0.1:{port}/v1", tmp_path / "r")
+    assert stats.errors == 3
+    assert {d.split(":")[0] for (d,) in q(run_dir, "SELECT detail FROM EV WHERE kind = 'ERROR'")} == {"connect"}
+
+
+def test_body_carries_exact_length_extras_headers_and_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVB_TEST_KEY", "sk-secret-123")
+    with FaultServer() as srv:
+        run_dir, _ = run([Request(0, 0, 40, 5, (7, 8), 32)], srv.base_url, tmp_path / "r", min_tokens=True,
+                         api_key_env="KVB_TEST_KEY", extra_body={"temperature": 0.0}, headers={"X-Run": "t1"})
+        body, headers = srv.requests[0], srv.headers[0]
+    assert body["max_tokens"] == 5 and body["min_tokens"] == 5 and body["ignore_eos"] is True
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["temperature"] == 0.0 and body["model"] == "fault-model"
+    assert headers["Authorization"] == "Bearer sk-secret-123" and headers["X-Run"] == "t1"
+    # 40 tokens in 32-token blocks at 2 tokens a word: 16 words + 4 words
+    assert [len(line.split()) for line in body["prompt"].splitlines()] == [16, 4]
+    for path in run_dir.rglob("*"):  # the key is in no output file (run.json names only the env var)
+        assert not path.is_file() or b"sk-secret-123" not in path.read_bytes(), path
+    assert json.loads((run_dir / "run.json").read_text())["target"]["params"]["api_key_env"] == "KVB_TEST_KEY"
+
+
+def test_chat_api_counts_delta_content_and_cached_tokens(tmp_path):
+    # same two 32-token blocks twice, 60 s apart in the trace but closed loop: the second has block 1..2 cached
+    reqs = [Request(0, 0, 64, 3, (1, 2), 32), Request(1, 0, 64, 3, (1, 2), 32)]
+    with FaultServer() as srv:
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", concurrency=1, api="chat")
+        assert "messages" in srv.requests[0] and srv.requests[0]["messages"][0]["role"] == "user"
+    assert stats.finished == 2
+    rows = q(run_dir, "SELECT req_id, tokens, cached_tokens FROM EV WHERE kind = 'FINISH' ORDER BY 1")
+    assert rows == [(0, 3, 0), (1, 3, 64)]  # the fault server caches whole lines: 2 lines * 16 words * 2 tokens
+
+
+def test_event_order_and_ttft_from_intended_arrival(tmp_path):
+    with FaultServer(ttft_s=0.05) as srv:
+        run_dir, _ = run([Request(0, 20_000_000, 21, 3)], srv.base_url, tmp_path / "r")
+    ev = dict(q(run_dir, "SELECT kind, t_ns FROM EV WHERE kind <> 'CHUNK'"))
+    assert ev["ARRIVE"] == 20_000_000  # the intended time, not when the client got to it
+    assert ev["ARRIVE"] <= ev["SEND"] and ev["SEND"] + 50_000_000 <= ev["FIRST_TOKEN"] <= ev["LAST_TOKEN"]
+    assert ev["LAST_TOKEN"] <= ev["FINISH"]
+
+
+def test_retries_are_explicit_and_recorded(tmp_path):
+    reqs = [Request(0, 0, 21, 4, prompt=fault_prompt("http_503_empty")),
+            Request(1, 0, 21, 4, prompt=fault_prompt("http_429_empty"))]
+    with FaultServer() as srv:
+        run_dir, _ = run(reqs, srv.base_url, tmp_path / "r", retries=2)
+        sent = len(srv.requests)
+    details = dict(q(run_dir, "SELECT req_id, detail FROM EV WHERE kind IN ('ERROR', 'REJECT')"))
+    assert sent == 3 + 1  # 503: first try + 2 retries; 429 is a rejection and never retried
+    assert details[0] == ("http_5xx: 503 (no body); retry 1 after http_5xx: 503 (no body); "
+                          "retry 2 after http_5xx: 503 (no body)")
+    assert details[1] == "http_429: 429 (no body)"
+
+
+def test_ctrl_c_cancels_every_open_request_once(tmp_path):
+    # 4 requests in flight (1 s to first token) and 4 not yet due (t = 5 s); SIGINT at 0.3 s
+    reqs = [Request(i, 0 if i < 4 else 5_000_000_000, 21, 3) for i in range(8)]
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    with FaultServer(ttft_s=1.0) as srv:
+        timer.start()
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r")
+    assert stats.status == "interrupted" and stats.cancelled == 8
+    rows = q(run_dir, "SELECT req_id, count(*), min(detail) FROM EV WHERE kind IN ('FINISH','ERROR','CANCEL') "
+                      "GROUP BY 1 ORDER BY 1")
+    assert rows == [(i, 1, "interrupted") for i in range(8)]
+    assert q(run_dir, "SELECT count(*) FROM EV WHERE kind = 'ARRIVE'") == [(8,)]
+
+
+def test_client_lag_is_checked_and_recorded(tmp_path, capfd):
+    with FaultServer() as srv:
+        run_dir, _ = run([Request(0, 0, 21, 2)], srv.base_url, tmp_path / "r", lag_warn_ms=0.0)
+    lag = json.loads((run_dir / "run.json").read_text())["client_lag"]
+    assert lag["requests"] == 1 and lag["behind"] is True and lag["threshold_ms"] == 0.0
+    assert "client fell behind" in capfd.readouterr().err
+
+
+def test_server_metrics_are_scraped_into_their_table(tmp_path):
+    with FaultServer(ttft_s=0.25) as srv:
+        run_dir, _ = run([Request(0, 0, 21, 2)], srv.base_url, tmp_path / "r", scrape_interval_s=0.1)
+    rows = duckdb.connect().execute(f"SELECT DISTINCT name, labels FROM read_parquet('{run_dir}/server_metrics/*.parquet') "
+                                    "ORDER BY 1").fetchall()
+    # process_cpu_seconds_total is not in a kept family; scrapes at 0, 0.1, 0.2 s and one on the way out
+    assert rows == [("llamacpp:requests_processing", ""), ("vllm:num_requests_running", 'model_name="fault-model"')]
+
+
+@pytest.mark.parametrize("n_requests", [40])
+def test_many_concurrent_requests_over_one_session(tmp_path, n_requests):
+    # closed loop at 8 in flight, 40 requests of 6 tokens: all finish with their exact output length
+    reqs = [Request(i, 0, 21, 6) for i in range(n_requests)]
+    with FaultServer() as srv:
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", concurrency=8)
+    assert stats.finished == n_requests
+    assert q(run_dir, "SELECT count(*), sum(tokens) FROM EV WHERE kind = 'FINISH' AND detail = 'prompt_tokens=21'") \
+        == [(n_requests, 6 * n_requests)]
+
+
+def test_a_request_that_cannot_be_built_ends_in_error_and_the_rest_run(tmp_path):
+    # open loop, 5 ms apart, so each payload is built ahead of its release; request 1's prompt holds a lone
+    # surrogate, which JSON cannot encode: it ends ERROR "internal", the 2 others FINISH with 8 tokens each
+    reqs = [Request(i, i * 5_000_000, 21, 8, prompt="\ud800" if i == 1 else fault_prompt("ok")) for i in range(3)]
+    with FaultServer() as srv:
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r")
+    rows = q(run_dir, "SELECT req_id, kind, tokens, detail FROM EV WHERE kind IN ('FINISH', 'ERROR') "
+                      "ORDER BY req_id")
+    assert [(r[0], r[1]) for r in rows] == [(0, "FINISH"), (1, "ERROR"), (2, "FINISH")]
+    assert rows[0][2] == rows[2][2] == 8
+    assert rows[1][3] == "internal: TypeError: str is not valid UTF-8: surrogates not allowed"
+
+
+def test_faults_on_a_reused_keep_alive_connection_end_like_on_a_new_one(tmp_path):
+    # closed loop of 1: each fault follows an "ok" request whose connection stayed open, so the fault request is
+    # written on that reused connection (the task-less path) and must end exactly as EXPECTED says, with the
+    # tokens streamed before its fault; a stall or a silent server is ended by the watchdog (read timeout 0.3 s)
+    faults = ["stall", "stall_headers", "reset", "no_done", "http_500_body", "http_429_empty", "short", "error_obj"]
+    names = [n for f in faults for n in ("ok", f)]
+    reqs = [Request(i, 0, 21, 8, prompt=fault_prompt(name)) for i, name in enumerate(names)]
+    with FaultServer(stall_s=3.0) as srv:
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", concurrency=1)
+        ports = srv.client_ports
+    assert stats.status == "complete" and stats.submitted == len(reqs)
+    assert all(ports[i] == ports[i - 1] for i in range(1, len(names), 2))  # every fault reused the ok's connection
+    terminals = q(run_dir, "SELECT req_id, kind, detail FROM EV WHERE kind IN ('FINISH','ERROR','REJECT','CANCEL')")
+    assert sorted(r[0] for r in terminals) == list(range(len(reqs)))
+    got = dict(q(run_dir, "SELECT req_id, sum(tokens) FROM EV WHERE kind IN ('FIRST_TOKEN','CHUNK') GROUP BY 1"))
+    for rid, kind, detail in terminals:
+        want_kind, prefix = EXPECTED[names[rid]]
+        assert (kind, detail[:len(prefix)]) == (want_kind, prefix), (rid, names[rid], detail)
+        assert got.get(rid, 0) == TOKENS_BEFORE_FAULT.get(names[rid], 0), (rid, names[rid])

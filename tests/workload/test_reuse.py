@@ -1,0 +1,41 @@
+"""SeenBlocks: leading hits over prefix block ids, dense ids in a bitmap, sparse ids in a bounded set."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kvbench.workload.reuse as reuse
+from kvbench.workload.reuse import SeenBlocks
+
+
+def test_leading_hits_stop_at_the_first_unseen_block():
+    seen = SeenBlocks()
+    assert seen.observe((0, 1, 2)) == 0  # nothing seen yet
+    assert seen.observe((0, 1, 9)) == 2  # 0 and 1 seen, 9 is new
+    assert seen.observe((0, 5, 1)) == 1  # 5 unseen: 1 after it does not count (prefix ids)
+    assert seen.observe((2**40, 0)) == 0  # a sparse id, unseen
+    assert seen.observe((2**40, 0, 5)) == 3
+
+
+def test_sparse_ids_past_the_cap_disable_tracking(monkeypatch):
+    monkeypatch.setattr(reuse, "SET_CAP", 3)
+    seen = SeenBlocks()
+    seen.add((2**40, 2**40 + 1, 2**40 + 2))
+    assert seen.enabled
+    seen.add((2**41,))
+    assert not seen.enabled
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.integers(0, 5000), st.integers(2**28, 2**29)), max_size=8), max_size=30))
+def test_matches_a_plain_set(requests):
+    seen, plain = SeenBlocks(), set()
+    for ids in map(tuple, requests):
+        expected = 0
+        for h in ids:
+            if h not in plain:
+                break
+            expected += 1
+        assert seen.observe(ids) == expected
+        plain.update(ids)
