@@ -6,33 +6,64 @@ import gc
 import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 1
 
-EVENTS = pa.schema([
-    ("t_ns", pa.int64()), ("req_id", pa.int64()), ("kind", pa.dictionary(pa.int8(), pa.string())),
-    ("instance", pa.string()), ("tokens", pa.int32()), ("cached_tokens", pa.int32()),
-    ("tier", pa.string()), ("nbytes", pa.int64()), ("detail", pa.string()),
-])
-REQUESTS = pa.schema([
-    ("req_id", pa.int64()), ("session_id", pa.int64()), ("turn", pa.int32()), ("arrival_ns", pa.int64()),
-    ("input_tokens", pa.int32()), ("output_tokens", pa.int32()), ("reason_tokens", pa.int32()),
-    ("block_tokens", pa.int32()), ("n_blocks", pa.int32()), ("trace_reuse_tokens", pa.int32()),
-    ("workload", pa.string()),
-])
-STEPS = pa.schema([
-    ("instance", pa.string()), ("t_ns", pa.int64()), ("end_ns", pa.int64()), ("n_steps", pa.int32()),
-    ("batch", pa.int32()), ("prefill_tokens", pa.int32()), ("decode_tokens", pa.int32()),
-    ("kv_blocks_used", pa.int64()), ("kv_blocks_total", pa.int64()),
-])
-SERVER_METRICS = pa.schema([
-    ("t_ns", pa.int64()), ("name", pa.string()), ("labels", pa.string()), ("value", pa.float64()),
-])
+EVENTS = pa.schema(
+    [
+        ("t_ns", pa.int64()),
+        ("req_id", pa.int64()),
+        ("kind", pa.dictionary(pa.int8(), pa.string())),
+        ("instance", pa.string()),
+        ("tokens", pa.int32()),
+        ("cached_tokens", pa.int32()),
+        ("tier", pa.string()),
+        ("nbytes", pa.int64()),
+        ("detail", pa.string()),
+    ]
+)
+REQUESTS = pa.schema(
+    [
+        ("req_id", pa.int64()),
+        ("session_id", pa.int64()),
+        ("turn", pa.int32()),
+        ("arrival_ns", pa.int64()),
+        ("input_tokens", pa.int32()),
+        ("output_tokens", pa.int32()),
+        ("reason_tokens", pa.int32()),
+        ("block_tokens", pa.int32()),
+        ("n_blocks", pa.int32()),
+        ("trace_reuse_tokens", pa.int32()),
+        ("workload", pa.string()),
+    ]
+)
+STEPS = pa.schema(
+    [
+        ("instance", pa.string()),
+        ("t_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("n_steps", pa.int32()),
+        ("batch", pa.int32()),
+        ("prefill_tokens", pa.int32()),
+        ("decode_tokens", pa.int32()),
+        ("kv_blocks_used", pa.int64()),
+        ("kv_blocks_total", pa.int64()),
+    ]
+)
+SERVER_METRICS = pa.schema(
+    [
+        ("t_ns", pa.int64()),
+        ("name", pa.string()),
+        ("labels", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
 TABLES = {"events": EVENTS, "requests": REQUESTS, "steps": STEPS, "server_metrics": SERVER_METRICS}
 
 FLUSH_ROWS = 65_536  # rows per part at most: bounds the buffer's memory in a fast (simulated) run (~15 MB)
@@ -78,8 +109,18 @@ class PartWriter:
     Each part is written to a temporary name and renamed, so a killed process leaves only complete files.
     """
 
-    __slots__ = ("dir", "schema", "prefix", "realtime", "rows", "parts", "_last_flush_ns", "_check_at", "written",
-                 "_options")
+    __slots__ = (
+        "dir",
+        "schema",
+        "prefix",
+        "realtime",
+        "rows",
+        "parts",
+        "_last_flush_ns",
+        "_check_at",
+        "written",
+        "_options",
+    )
 
     def __init__(self, directory: Path, schema: pa.Schema, prefix: str = "part", realtime: bool = False):
         self.dir = Path(directory)
@@ -194,8 +235,12 @@ def _chunk_table(chunks: list[tuple[int, int, int]]) -> pa.Table:
     t_ns, req_id, tokens = zip(*chunks)
     n = len(chunks)
     kind = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array(["CHUNK"]))
-    given = {"t_ns": pa.array(t_ns, pa.int64()), "req_id": pa.array(req_id, pa.int64()), "kind": kind,
-             "tokens": pa.array(tokens, pa.int32())}
+    given = {
+        "t_ns": pa.array(t_ns, pa.int64()),
+        "req_id": pa.array(req_id, pa.int64()),
+        "kind": kind,
+        "tokens": pa.array(tokens, pa.int32()),
+    }
     columns = [given[f.name] if f.name in given else pa.nulls(n, f.type) for f in EVENTS]
     return pa.Table.from_arrays(columns, schema=EVENTS)
 

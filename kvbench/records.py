@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 
 class Request(NamedTuple):
     """One request of a workload. Times are int ns from the workload's start; lengths in tokens."""
 
     req_id: int
-    arrival_ns: int  # intended release time (for turn > 0 of a session: nominal; replay releases on the previous FINISH)
+    arrival_ns: (
+        int  # intended release time (for turn > 0 of a session: nominal; replay releases on the previous FINISH)
+    )
     input_tokens: int
     output_tokens: int
     hash_ids: tuple[int, ...] = ()  # Mooncake-style prefix block ids: equal id => same block and same prefix

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from kvbench.eventlog import EventLog
 from kvbench.records import ARRIVE, CANCEL, ERROR, FINISH, REJECT, SEND, TERMINAL, Event, Request
-from kvbench.workload.reuse import SeenBlocks
 from kvbench.target import Target
+from kvbench.workload.reuse import SeenBlocks
 
 DUE_NS = 100_000_000  # real-time runs look at flushing and progress every 0.1 s of event time
 WINDOW = 32_768  # requests submitted but not ended at most: ~1 KB each in a simulator (request, job, block ids)
-
 
 
 @dataclass(slots=True)
@@ -56,8 +55,14 @@ class _Session:
 
 
 class Replayer:
-    def __init__(self, target: Target, log: EventLog, concurrency: int | None = None, window: int = WINDOW,
-                 progress: Callable[[ReplayStats], None] | None = None):
+    def __init__(
+        self,
+        target: Target,
+        log: EventLog,
+        concurrency: int | None = None,
+        window: int = WINDOW,
+        progress: Callable[[ReplayStats], None] | None = None,
+    ):
         self.target, self.log = target, log
         self.concurrency = concurrency
         self.window = min(window, concurrency) if concurrency else window
@@ -212,9 +217,21 @@ class Replayer:
 
     def _write_request(self, req: Request) -> None:
         reuse = self._trace_reuse(req)
-        self.log.requests.append((req.req_id, req.session_id, req.turn, req.arrival_ns, req.input_tokens,
-                                  req.output_tokens, req.reason_tokens, req.block_tokens, len(req.hash_ids),
-                                  reuse, req.workload))
+        self.log.requests.append(
+            (
+                req.req_id,
+                req.session_id,
+                req.turn,
+                req.arrival_ns,
+                req.input_tokens,
+                req.output_tokens,
+                req.reason_tokens,
+                req.block_tokens,
+                len(req.hash_ids),
+                reuse,
+                req.workload,
+            )
+        )
 
     def _trace_reuse(self, req: Request) -> int | None:
         """Tokens of the prompt an infinite prefix cache would hold, from blocks seen in earlier requests."""

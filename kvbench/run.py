@@ -9,10 +9,10 @@ import re
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from kvbench import __version__
 from kvbench.eventlog import SCHEMA_VERSION, EventLog, read_manifest, write_manifest
@@ -29,21 +29,37 @@ class RunOptions:
 
 
 def run_id_for(workload: Workload, spec: TargetSpec) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{workload.name}-{spec.name}")[:60]
     return f"{stamp}-{safe}-{os.getpid() % 10000:04d}"
 
 
 def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id: str) -> dict:
     return {
-        "schema_version": SCHEMA_VERSION, "kvbench_version": __version__, "run_id": run_id,
-        "command": sys.argv, "status": "running",
-        "started_at": datetime.now(timezone.utc).isoformat(), "host": socket.gethostname(),
-        "python": platform.python_version(), "seed": opts.seed, "concurrency": opts.concurrency,
-        "workload": {"name": workload.name, "source": workload.source, "digest": workload.digest,
-                     "slo_ms": workload.slo_ms, "shaping": workload.shaping},
-        "target": {"kind": spec.kind, "name": spec.name, "source": spec.source, "digest": spec.digest(),
-                   "params": _redacted(spec.params)},
+        "schema_version": SCHEMA_VERSION,
+        "kvbench_version": __version__,
+        "run_id": run_id,
+        "command": sys.argv,
+        "status": "running",
+        "started_at": datetime.now(UTC).isoformat(),
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "seed": opts.seed,
+        "concurrency": opts.concurrency,
+        "workload": {
+            "name": workload.name,
+            "source": workload.source,
+            "digest": workload.digest,
+            "slo_ms": workload.slo_ms,
+            "shaping": workload.shaping,
+        },
+        "target": {
+            "kind": spec.kind,
+            "name": spec.name,
+            "source": spec.source,
+            "digest": spec.digest(),
+            "params": _redacted(spec.params),
+        },
     }
 
 
@@ -58,12 +74,12 @@ def _is_secret(key: str) -> bool:
 
 def _redacted(params: dict) -> dict:
     """Never write secrets: replace values of keys that name credentials."""
-    return {k: _redacted(v) if isinstance(v, dict) else "<redacted>" if _is_secret(k) else v
-            for k, v in params.items()}
+    return {k: _redacted(v) if isinstance(v, dict) else "<redacted>" if _is_secret(k) else v for k, v in params.items()}
 
 
-def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
-            progress: Callable[[ReplayStats], None] | None = None) -> tuple[Path, ReplayStats]:
+def execute(
+    workload: Workload, spec: TargetSpec, opts: RunOptions, progress: Callable[[ReplayStats], None] | None = None
+) -> tuple[Path, ReplayStats]:
     """Replay `workload` against the target `spec`; returns the run directory and the final counts."""
     if spec.kind in REALTIME_KINDS:  # imports and endpoint probes happen before t0, so they are not client lag
         from kvbench.http.probe import prepared_spec
@@ -76,7 +92,7 @@ def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
     write_manifest(run_dir, manifest)
     log = EventLog(run_dir, realtime=spec.kind in REALTIME_KINDS)
     if spec.kind in REALTIME_KINDS:  # the full GC pass due after loading pyarrow/pandas (~50 ms) lands here,
-        gc.collect()                 # not on the first requests; frozen objects are never rescanned
+        gc.collect()  # not on the first requests; frozen objects are never rescanned
         gc.freeze()
     t0 = time.monotonic_ns()
     stats = ReplayStats(status="failed")
@@ -87,8 +103,12 @@ def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
         stats = replayer.run(workload.requests())
     finally:
         log.close()
-        manifest.update(status=stats.status, finished_at=datetime.now(timezone.utc).isoformat(),
-                        wall_s=round((time.monotonic_ns() - t0) / 1e9, 3), counts=_counts(stats))
+        manifest.update(
+            status=stats.status,
+            finished_at=datetime.now(UTC).isoformat(),
+            wall_s=round((time.monotonic_ns() - t0) / 1e9, 3),
+            counts=_counts(stats),
+        )
         if spec.kind in REALTIME_KINDS:  # real clients can fall behind the schedule: check and flag it
             from kvbench.http.lag import client_lag
 
@@ -98,8 +118,15 @@ def execute(workload: Workload, spec: TargetSpec, opts: RunOptions,
 
 
 def _counts(st: ReplayStats) -> dict:
-    return {"submitted": st.submitted, "finished": st.finished, "errors": st.errors, "rejected": st.rejected,
-            "cancelled": st.cancelled, "events": st.events, "last_t_ns": st.last_t_ns}
+    return {
+        "submitted": st.submitted,
+        "finished": st.finished,
+        "errors": st.errors,
+        "rejected": st.rejected,
+        "cancelled": st.cancelled,
+        "events": st.events,
+        "last_t_ns": st.last_t_ns,
+    }
 
 
 def load_run(run_dir: str | Path) -> dict:

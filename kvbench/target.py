@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvbench.config import ConfigError, apply_overrides, load_toml
 from kvbench.records import Emit, Request
@@ -49,7 +50,7 @@ class TargetSpec:
 class RunContext:
     seed: int
     run_dir: Path
-    log: "EventLog"  # log.table("steps") etc. for target-specific tables
+    log: EventLog  # log.table("steps") etc. for target-specific tables
     t0_ns: int = 0  # time.monotonic_ns() at run start: real-time targets measure t_ns from it
     worker: int = 0
     workers: int = 1

@@ -12,8 +12,18 @@ NS_PER_S = 1_000_000_000
 MOONCAKE_BLOCK_TOKENS = 512  # FAST'25 release: one hash id names a 512-token block and everything before it
 
 _SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BYTE_SUFFIX = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_BYTE_SUFFIX = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def ms_to_ns(ms: float) -> int:

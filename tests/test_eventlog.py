@@ -24,8 +24,14 @@ def test_events_round_trip_through_duckdb(tmp_path):
     log.emit(Event(9_000_000, 1, FINISH, "decode-0", 10, 64, None, None, None))
     log.emit(Event(7, 2, ERROR, detail="http_5xx: 503 Service Unavailable"))
     log.close()
-    rows = duckdb.execute(f"SELECT t_ns, req_id, kind, instance, tokens, cached_tokens, tier, nbytes, detail "
-                      f"FROM read_parquet('{table_glob(tmp_path)}') ORDER BY req_id, t_ns").fetchall()
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT t_ns, req_id, kind, instance, tokens, cached_tokens, tier, nbytes, detail "
+            f"FROM read_parquet('{table_glob(tmp_path)}') ORDER BY req_id, t_ns"
+        )
+        .fetchall()
+    )
     assert rows == [
         (0, 1, "ARRIVE", None, 100, None, None, None, None),
         (5_000_000, 1, "FIRST_TOKEN", "prefill-0", 1, 64, "hbm", None, None),
@@ -49,7 +55,12 @@ def test_realtime_parts_are_flushed_by_row_count_and_compacted_on_close(tmp_path
     w.close()  # flushes the 5 and, with 5 > 3 small parts of a real-time run, merges them into one file
     files = sorted(p.name for p in (tmp_path / "events").iterdir())
     assert files == ["part-all.parquet"]
-    assert duckdb.execute(f"SELECT count(*), sum(t_ns) FROM read_parquet('{table_glob(tmp_path)}')").fetchone() == (45, 990)
+    assert duckdb.connect().execute(
+        f"SELECT count(*), sum(t_ns) FROM read_parquet('{table_glob(tmp_path)}')"
+    ).fetchone() == (
+        45,
+        990,
+    )
 
 
 def test_simulated_runs_keep_their_parts(tmp_path, monkeypatch):
@@ -96,7 +107,9 @@ def test_sigkill_leaves_a_readable_log(tmp_path):
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    n, max_id = duckdb.execute(f"SELECT count(*), max(req_id) FROM read_parquet('{table_glob(tmp_path)}')").fetchone()
+    n, max_id = (
+        duckdb.connect().execute(f"SELECT count(*), max(req_id) FROM read_parquet('{table_glob(tmp_path)}')").fetchone()
+    )
     assert n >= 2 and n == max_id + 1  # every flushed part is complete and contiguous from req 0
 
 
@@ -114,8 +127,9 @@ def test_only_string_columns_get_dictionary_pages(tmp_path):
         w.append((i, i, "ARRIVE" if i % 2 else "SEND", "decode-0", 1, None, "hbm", None, None))
     w.close()
     meta = pq.ParquetFile(w.parts[0]).metadata.row_group(0)
-    dict_cols = {meta.column(i).path_in_schema for i in range(meta.num_columns)
-                 if "RLE_DICTIONARY" in meta.column(i).encodings}
+    dict_cols = {
+        meta.column(i).path_in_schema for i in range(meta.num_columns) if "RLE_DICTIONARY" in meta.column(i).encodings
+    }
     assert dict_cols == {"kind", "instance", "tier", "detail"}
 
 
@@ -131,11 +145,21 @@ def test_chunk_events_share_the_part_with_the_other_rows(tmp_path):
     assert log.events.pending() == 5
     log.close()
     assert len(log.events.parts) == 1 and log.events.written == 5
-    rows = duckdb.execute(f"SELECT t_ns, req_id, kind::VARCHAR, tokens, instance, cached_tokens, tier, nbytes, detail "
-                          f"FROM read_parquet('{table_glob(tmp_path)}') ORDER BY t_ns").fetchall()
-    assert rows == [(0, 7, "ARRIVE", 64, None, None, None, None, None), (3, 7, "FIRST_TOKEN", 1) + (None,) * 5,
-                    (5, 7, "CHUNK", 1) + (None,) * 5, (9, 7, "CHUNK", 2) + (None,) * 5,
-                    (12, 7, "CHUNK", 1) + (None,) * 5]
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT t_ns, req_id, kind::VARCHAR, tokens, instance, cached_tokens, tier, nbytes, detail "
+            f"FROM read_parquet('{table_glob(tmp_path)}') ORDER BY t_ns"
+        )
+        .fetchall()
+    )
+    assert rows == [
+        (0, 7, "ARRIVE", 64, None, None, None, None, None),
+        (3, 7, "FIRST_TOKEN", 1) + (None,) * 5,
+        (5, 7, "CHUNK", 1) + (None,) * 5,
+        (9, 7, "CHUNK", 2) + (None,) * 5,
+        (12, 7, "CHUNK", 1) + (None,) * 5,
+    ]
 
 
 def test_chunks_alone_are_flushed_by_tick(tmp_path):
@@ -159,6 +183,11 @@ def test_compaction_keeps_chunk_rows(tmp_path, monkeypatch):
         log.events.flush()
     log.close()
     assert [p.name for p in (tmp_path / "events").iterdir()] == ["part-all.parquet"]
-    got = duckdb.execute(f"SELECT kind::VARCHAR, count(*), sum(tokens) FROM read_parquet('{table_glob(tmp_path)}') "
-                         f"GROUP BY 1 ORDER BY 1").fetchall()
+    got = (
+        duckdb.connect()
+        .execute(
+            f"SELECT kind::VARCHAR, count(*), sum(tokens) FROM read_parquet('{table_glob(tmp_path)}') GROUP BY 1 ORDER BY 1"
+        )
+        .fetchall()
+    )
     assert got == [("ARRIVE", 6, 30), ("CHUNK", 6, 12)]

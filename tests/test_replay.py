@@ -22,8 +22,13 @@ def _run(tmp_path, reqs, target="fixed:ttft_ms=50,itl_ms=10,servers=1", concurre
 
 
 def _times(tmp_path, kind):
-    rows = duckdb.execute(f"SELECT req_id, t_ns FROM read_parquet('{table_glob(tmp_path)}') "
-                          f"WHERE kind = ? ORDER BY req_id", [kind]).fetchall()
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT req_id, t_ns FROM read_parquet('{table_glob(tmp_path)}') WHERE kind = ? ORDER BY req_id", [kind]
+        )
+        .fetchall()
+    )
     return {r: t // MS for r, t in rows}
 
 
@@ -48,14 +53,19 @@ def test_closed_loop_releases_when_a_slot_frees(tmp_path):
 
 def test_session_turn_waits_for_previous_finish_plus_think_time(tmp_path):
     # Session 5: turn 0 at 0 ends at 70; turn 1 (nominal arrival 10 ms, think 1 s) is released at 70 + 1000 = 1070.
-    reqs = [Request(0, 0, 10, 3, session_id=5, turn=0),
-            Request(1, 10 * MS, 20, 3, session_id=5, turn=1, think_ns=1000 * MS),
-            Request(2, 20 * MS, 10, 3)]
+    reqs = [
+        Request(0, 0, 10, 3, session_id=5, turn=0),
+        Request(1, 10 * MS, 20, 3, session_id=5, turn=1, think_ns=1000 * MS),
+        Request(2, 20 * MS, 10, 3),
+    ]
     _run(tmp_path, reqs, "fixed:ttft_ms=50,itl_ms=10,servers=0")
     assert _times(tmp_path, "ARRIVE") == {0: 0, 1: 1070, 2: 20}
     assert _times(tmp_path, "FINISH") == {0: 70, 1: 1140, 2: 90}
-    arrivals = dict(duckdb.execute(f"SELECT req_id, arrival_ns // {MS} FROM "
-                                   f"read_parquet('{table_glob(tmp_path, 'requests')}')").fetchall())
+    arrivals = dict(
+        duckdb.connect()
+        .execute(f"SELECT req_id, arrival_ns // {MS} FROM read_parquet('{table_glob(tmp_path, 'requests')}')")
+        .fetchall()
+    )
     assert arrivals == {0: 0, 1: 1070, 2: 20}
 
 
@@ -64,8 +74,14 @@ def test_failed_turn_cancels_the_rest_of_its_session(tmp_path):
     reqs = [Request(0, 0, 10, 3, session_id=9, turn=0), Request(1, MS, 10, 3, session_id=9, turn=1)]
     stats = _run(tmp_path, reqs, "fixed:ttft_ms=50,itl_ms=10,servers=0,fail_every=1")
     assert (stats.errors, stats.cancelled, stats.finished) == (1, 1, 0)
-    kinds = duckdb.execute(f"SELECT req_id, list(kind ORDER BY t_ns) FROM read_parquet('{table_glob(tmp_path)}') "
-                           f"GROUP BY req_id ORDER BY req_id").fetchall()
+    kinds = (
+        duckdb.connect()
+        .execute(
+            f"SELECT req_id, list(kind ORDER BY t_ns) FROM read_parquet('{table_glob(tmp_path)}') "
+            f"GROUP BY req_id ORDER BY req_id"
+        )
+        .fetchall()
+    )
     assert kinds == [(0, ["ARRIVE", "SEND", "ERROR"]), (1, ["CANCEL"])]
 
 
@@ -73,11 +89,22 @@ def test_every_request_ends_exactly_once_and_trace_reuse_is_recorded(tmp_path):
     # Blocks: r0 [1,2], r1 [1,3] reuses 1 block (512 tokens), r2 [1,2,4] reuses 2 (capped at input 1000).
     reqs = [Request(0, 0, 1000, 2, (1, 2)), Request(1, MS, 1000, 2, (1, 3)), Request(2, 2 * MS, 1000, 2, (1, 2, 4))]
     _run(tmp_path, reqs, "fixed:ttft_ms=1,itl_ms=1,servers=2,fail_every=2")
-    ends = duckdb.execute(f"SELECT req_id, count(*) FROM read_parquet('{table_glob(tmp_path)}') "
-                          f"WHERE kind IN ('FINISH','ERROR','REJECT','CANCEL') GROUP BY 1 ORDER BY 1").fetchall()
+    ends = (
+        duckdb.connect()
+        .execute(
+            f"SELECT req_id, count(*) FROM read_parquet('{table_glob(tmp_path)}') "
+            f"WHERE kind IN ('FINISH','ERROR','REJECT','CANCEL') GROUP BY 1 ORDER BY 1"
+        )
+        .fetchall()
+    )
     assert ends == [(0, 1), (1, 1), (2, 1)]
-    reuse = duckdb.execute(f"SELECT req_id, trace_reuse_tokens FROM "
-                           f"read_parquet('{table_glob(tmp_path, 'requests')}') ORDER BY 1").fetchall()
+    reuse = (
+        duckdb.connect()
+        .execute(
+            f"SELECT req_id, trace_reuse_tokens FROM read_parquet('{table_glob(tmp_path, 'requests')}') ORDER BY 1"
+        )
+        .fetchall()
+    )
     assert reuse == [(0, 0), (1, 512), (2, 1000)]
 
 
@@ -94,8 +121,14 @@ def test_interrupt_cancels_in_flight_and_keeps_what_was_measured(tmp_path):
     assert stats.status == "interrupted"
     assert 0 < stats.finished < 1000 and stats.cancelled > 0
     assert stats.submitted == stats.finished + stats.cancelled  # each submitted request ended once
-    per_req = duckdb.execute(f"SELECT count(*) FILTER (WHERE kind IN ('FINISH','CANCEL')) AS n "
-                             f"FROM read_parquet('{table_glob(tmp_path)}') GROUP BY req_id").fetchall()
+    per_req = (
+        duckdb.connect()
+        .execute(
+            f"SELECT count(*) FILTER (WHERE kind IN ('FINISH','CANCEL')) AS n "
+            f"FROM read_parquet('{table_glob(tmp_path)}') GROUP BY req_id"
+        )
+        .fetchall()
+    )
     assert {n for (n,) in per_req} == {1}
 
 
@@ -137,6 +170,10 @@ def test_realtime_flush_is_looked_at_when_event_time_passes_each_tenth_of_a_seco
     stats = Replayer(_ScriptedRealtimeTarget(script, before), log).run(iter([Request(0, 0, 10, 3)]))
     assert stats.finished == 1
     assert parts_seen == [0, 0, 0, 1, 1] and len(log.events.parts) == 2
-    assert [duckdb.execute(f"SELECT count(*) FROM read_parquet('{p}')").fetchall()[0][0] for p in log.events.parts] \
-        == [3, 2]
+    assert [
+        duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{p}')").fetchall()[0][0] for p in log.events.parts
+    ] == [
+        3,
+        2,
+    ]
     log.close()

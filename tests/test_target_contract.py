@@ -14,8 +14,16 @@ from kvbench.target import RunContext, build, resolve
 
 MS = 1_000_000
 
-VIRTUAL_TARGETS = ["fixed:ttft_ms=20,itl_ms=5,servers=2", "fixed:ttft_ms=1,itl_ms=1,servers=0,fail_every=3",
-                   "sim", "sim:colocated-8", "sim:mooncake-8p8d", "sim:star", "sim:spec-decode", "sim:cpd"]
+VIRTUAL_TARGETS = [
+    "fixed:ttft_ms=20,itl_ms=5,servers=2",
+    "fixed:ttft_ms=1,itl_ms=1,servers=0,fail_every=3",
+    "sim",
+    "sim:colocated-8",
+    "sim:mooncake-8p8d",
+    "sim:star",
+    "sim:spec-decode",
+    "sim:cpd",
+]
 
 
 def _workload(n: int = 60) -> list[Request]:
@@ -25,26 +33,52 @@ def _workload(n: int = 60) -> list[Request]:
         t += rng.randrange(0, 30) * MS
         blocks = tuple(range(i % 5, i % 5 + rng.randrange(1, 4)))
         session = i % 4 if i % 2 else -1
-        reqs.append(Request(i, t, 512 * len(blocks), rng.randrange(0, 40), blocks,
-                             session_id=session, turn=i // 4 if session >= 0 else 0, think_ns=5 * MS))
+        reqs.append(
+            Request(
+                i,
+                t,
+                512 * len(blocks),
+                rng.randrange(0, 40),
+                blocks,
+                session_id=session,
+                turn=i // 4 if session >= 0 else 0,
+                think_ns=5 * MS,
+            )
+        )
     return reqs
 
 
 def check_contract(run_dir, n: int) -> None:
     glob = table_glob(run_dir)
-    terminal = duckdb.execute(f"SELECT req_id, count(*) FROM read_parquet('{glob}') "
-                              f"WHERE kind IN ('FINISH','ERROR','REJECT','CANCEL') GROUP BY 1").fetchall()
+    terminal = (
+        duckdb.connect()
+        .execute(
+            f"SELECT req_id, count(*) FROM read_parquet('{glob}') "
+            f"WHERE kind IN ('FINISH','ERROR','REJECT','CANCEL') GROUP BY 1"
+        )
+        .fetchall()
+    )
     assert len(terminal) == n and {c for _, c in terminal} == {1}
     # Within a request: ARRIVE first, the terminal event last, and times never go backwards.
-    rows = duckdb.execute(f"SELECT req_id, list(kind ORDER BY t_ns, CASE kind WHEN 'ARRIVE' THEN 0 "
-                          f"WHEN 'FINISH' THEN 2 WHEN 'ERROR' THEN 2 WHEN 'REJECT' THEN 2 WHEN 'CANCEL' THEN 2 "
-                          f"ELSE 1 END) FROM read_parquet('{glob}') GROUP BY 1").fetchall()
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT req_id, list(kind ORDER BY t_ns, CASE kind WHEN 'ARRIVE' THEN 0 "
+            f"WHEN 'FINISH' THEN 2 WHEN 'ERROR' THEN 2 WHEN 'REJECT' THEN 2 WHEN 'CANCEL' THEN 2 "
+            f"ELSE 1 END) FROM read_parquet('{glob}') GROUP BY 1"
+        )
+        .fetchall()
+    )
     for req_id, kinds in rows:
         assert kinds[-1] in ("FINISH", "ERROR", "REJECT", "CANCEL"), (req_id, kinds)
         assert kinds[0] in ("ARRIVE", "CANCEL"), (req_id, kinds)
-    first_after_arrive = duckdb.execute(f"""
+    first_after_arrive = (
+        duckdb.connect()
+        .execute(f"""
         SELECT count(*) FROM read_parquet('{glob}') a JOIN read_parquet('{glob}') e USING (req_id)
-        WHERE a.kind = 'ARRIVE' AND e.t_ns < a.t_ns""").fetchone()[0]
+        WHERE a.kind = 'ARRIVE' AND e.t_ns < a.t_ns""")
+        .fetchone()[0]
+    )
     assert first_after_arrive == 0
 
 

@@ -27,7 +27,9 @@ def test_unknown_key_names_file_line_and_allowed(tmp_path):
     p = tmp_path / "x.toml"
     p.write_text('kind = "sim"\n\n[router]\nname = "random"\ncache_treshold = 0.5\n')
     data, text = load_toml(p)
-    with pytest.raises(ConfigError, match=r"x\.toml:5: unknown key 'router.cache_treshold'; allowed: .*cache_threshold"):
+    with pytest.raises(
+        ConfigError, match=r"x\.toml:5: unknown key 'router.cache_treshold'; allowed: .*cache_threshold"
+    ):
         check_keys(data["router"], {"name", "cache_threshold"}, p, text, "router")
 
 
@@ -59,8 +61,19 @@ def test_line_of_skips_blank_lines_to_the_key_itself():
 def test_run_json_redacts_credentials_but_not_token_counts():
     from kvbench.run import _redacted
 
-    params = {"api_key": "sk-1", "api_key_env": "OPENAI_API_KEY", "max_tokens": 5, "tokenize_path": "/tokenize",
-              "word_tokens": 1.3, "headers": {"Authorization": "Bearer x", "x-api-key": "k", "X-Trace": "t"}}
-    assert _redacted(params) == {"api_key": "<redacted>", "api_key_env": "OPENAI_API_KEY", "max_tokens": 5,
-                                 "tokenize_path": "/tokenize", "word_tokens": 1.3,
-                                 "headers": {"Authorization": "<redacted>", "x-api-key": "<redacted>", "X-Trace": "t"}}
+    params = {
+        "api_key": "sk-1",
+        "api_key_env": "OPENAI_API_KEY",
+        "max_tokens": 5,
+        "tokenize_path": "/tokenize",
+        "word_tokens": 1.3,
+        "headers": {"Authorization": "Bearer x", "x-api-key": "k", "X-Trace": "t"},
+    }
+    assert _redacted(params) == {
+        "api_key": "<redacted>",
+        "api_key_env": "OPENAI_API_KEY",
+        "max_tokens": 5,
+        "tokenize_path": "/tokenize",
+        "word_tokens": 1.3,
+        "headers": {"Authorization": "<redacted>", "x-api-key": "<redacted>", "X-Trace": "t"},
+    }

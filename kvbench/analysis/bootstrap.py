@@ -23,19 +23,22 @@ RESAMPLES = 1_000
 LEVEL = 0.95
 # sample name -> SQL expression over per_request (ms), and which requests it covers
 SAMPLE_SQL = {
-    "ttft_ms": ("ttft_ns", "status = 'FINISH'"), "tpot_ms": ("tpot_ns", "status = 'FINISH'"),
-    "e2e_ms": ("e2e_ns", "status = 'FINISH'"), "client_lag_ms": ("lag_ns", "status = 'FINISH'"),
-    "tbt_ms": ("tbt_ns", "status = 'FINISH'"), "queue_ms": ("queue_ns", "status = 'FINISH'"),
+    "ttft_ms": ("ttft_ns", "status = 'FINISH'"),
+    "tpot_ms": ("tpot_ns", "status = 'FINISH'"),
+    "e2e_ms": ("e2e_ns", "status = 'FINISH'"),
+    "client_lag_ms": ("lag_ns", "status = 'FINISH'"),
+    "tbt_ms": ("tbt_ns", "status = 'FINISH'"),
+    "queue_ms": ("queue_ns", "status = 'FINISH'"),
     "slo_attainment": ("good::DOUBLE", "true"),
 }
 _Q = dict(PERCENTILES)
 
 
-def samples(con: "duckdb.DuckDBPyConnection", seed: int = 0, max_n: int = MAX_SAMPLE) -> dict[str, dict[str, Any]]:
+def samples(con: duckdb.DuckDBPyConnection, seed: int = 0, max_n: int = MAX_SAMPLE) -> dict[str, dict[str, Any]]:
     """Per metric: n (values in the run) and `values`, a seeded subsample of at most max_n of them."""
     import numpy as np
 
-    cols = ", ".join(f"CASE WHEN {where} THEN {expr} END AS \"{name}\"" for name, (expr, where) in SAMPLE_SQL.items())
+    cols = ", ".join(f'CASE WHEN {where} THEN {expr} END AS "{name}"' for name, (expr, where) in SAMPLE_SQL.items())
     data = con.execute(f"SELECT {cols} FROM per_request ORDER BY arrival_ns, req_id").fetchnumpy()
     out: dict[str, dict[str, Any]] = {}
     for name in SAMPLE_SQL:
@@ -50,7 +53,7 @@ def samples(con: "duckdb.DuckDBPyConnection", seed: int = 0, max_n: int = MAX_SA
     return out
 
 
-def statistic(values: "numpy.ndarray", stat: str, axis: int | None = None) -> Any:
+def statistic(values: numpy.ndarray, stat: str, axis: int | None = None) -> Any:
     """mean or a percentile (p50 ... p99.9, numpy's linear method) along `axis`."""
     import numpy as np
 
@@ -63,7 +66,7 @@ def has_ci(sample_name: str, stat: str) -> bool:
     return sample_name in SAMPLE_SQL and (stat == "mean" or stat in _Q)
 
 
-def _deviations(sample: dict[str, Any], stat: str, rng: "numpy.random.Generator", resamples: int) -> "numpy.ndarray":
+def _deviations(sample: dict[str, Any], stat: str, rng: numpy.random.Generator, resamples: int) -> numpy.ndarray:
     import numpy as np
 
     v = np.asarray(sample["values"], dtype=float)
@@ -72,8 +75,15 @@ def _deviations(sample: dict[str, Any], stat: str, rng: "numpy.random.Generator"
     return (boot - statistic(v, stat)) * np.sqrt(len(v) / max(sample["n"], len(v)))
 
 
-def delta_ci(base: dict[str, Any] | None, cand: dict[str, Any] | None, stat: str, delta: float, seed: int = 0,
-             resamples: int = RESAMPLES, level: float = LEVEL) -> tuple[float, float] | None:
+def delta_ci(
+    base: dict[str, Any] | None,
+    cand: dict[str, Any] | None,
+    stat: str,
+    delta: float,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+) -> tuple[float, float] | None:
     """The `level` interval of (candidate - baseline) of `stat`, around the point difference `delta`."""
     import numpy as np
 

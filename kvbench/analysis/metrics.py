@@ -7,22 +7,44 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvbench.config import ConfigError
 from kvbench.analysis.runset import open_runs
+from kvbench.config import ConfigError
 from kvbench.units import ms_to_ns, ns_to_ms, ns_to_s, s_to_ns
 
 if TYPE_CHECKING:
     import duckdb
     import pandas
 
-__all__ = ["Slo", "parse_slo", "slo_from_ms", "slo_from_manifest", "open_runs", "prepare", "per_request", "summary",
-           "timeseries", "itl_gaps", "instance_load", "kv_transfers", "sql_text", "PERCENTILES", "LATENCIES"]
+__all__ = [
+    "Slo",
+    "parse_slo",
+    "slo_from_ms",
+    "slo_from_manifest",
+    "open_runs",
+    "prepare",
+    "per_request",
+    "summary",
+    "timeseries",
+    "itl_gaps",
+    "instance_load",
+    "kv_transfers",
+    "sql_text",
+    "PERCENTILES",
+    "LATENCIES",
+]
 
 SQL_DIR = Path(__file__).with_name("sql")
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
 # summary key prefix -> per_request column (ns); ITL is pooled over gaps, not per request
-LATENCIES = {"ttft_ms": "ttft_ns", "tpot_ms": "tpot_ns", "itl_ms": None, "e2e_ms": "e2e_ns",
-             "client_lag_ms": "lag_ns", "tbt_ms": "tbt_ns", "queue_ms": "queue_ns"}
+LATENCIES = {
+    "ttft_ms": "ttft_ns",
+    "tpot_ms": "tpot_ns",
+    "itl_ms": None,
+    "e2e_ms": "e2e_ns",
+    "client_lag_ms": "lag_ns",
+    "tbt_ms": "tbt_ns",
+    "queue_ms": "queue_ns",
+}
 _SLO_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms", "tbt": "tbt_ms"}
 
 
@@ -37,7 +59,9 @@ class Slo:
 
     def params(self) -> dict[str, int | None]:
         """Bound parameters of per_request.sql ($ttft_ns, $tpot_ns, $e2el_ns, $tbt_ns)."""
-        return {f"{k}_ns": None if getattr(self, v) is None else ms_to_ns(getattr(self, v)) for k, v in _SLO_KEYS.items()}
+        return {
+            f"{k}_ns": None if getattr(self, v) is None else ms_to_ns(getattr(self, v)) for k, v in _SLO_KEYS.items()
+        }
 
     def as_ms(self) -> dict[str, float]:
         return {k: getattr(self, v) for k, v in _SLO_KEYS.items() if getattr(self, v) is not None}
@@ -82,12 +106,13 @@ def sql_text(name: str) -> str:
     return (SQL_DIR / f"{name}.sql").read_text()
 
 
-def _has_table(con: "duckdb.DuckDBPyConnection", name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary",
-                            [name]).fetchone()[0])
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(
+        con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary", [name]).fetchone()[0]
+    )
 
 
-def prepare(con: "duckdb.DuckDBPyConnection", slo: Slo | None = None) -> None:
+def prepare(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> None:
     """Build the temp tables request_events, event_gaps, step_* (stepgaps.py), tbt and the view token_gaps (once)
     and the table per_request (again when the SLO changes)."""
     from kvbench.analysis import stepgaps
@@ -100,38 +125,41 @@ def prepare(con: "duckdb.DuckDBPyConnection", slo: Slo | None = None) -> None:
         con.execute(sql_text("token_gaps"))
         con.execute(sql_text("tbt"))
     key = repr(slo)
-    if _has_table(con, "per_request") and _has_table(con, "kvbench_slo") \
-            and con.execute("SELECT key FROM kvbench_slo").fetchone()[0] == key:
+    if (
+        _has_table(con, "per_request")
+        and _has_table(con, "kvbench_slo")
+        and con.execute("SELECT key FROM kvbench_slo").fetchone()[0] == key
+    ):
         return
     con.execute(sql_text("per_request"), slo.params())
     con.execute("CREATE OR REPLACE TEMP TABLE kvbench_slo AS SELECT ?::VARCHAR AS key", [key])
 
 
-def per_request(con: "duckdb.DuckDBPyConnection", slo: Slo | None = None) -> "pandas.DataFrame":
+def per_request(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> pandas.DataFrame:
     """One row per request: times (ns), status, reason, token counts, ttft/tpot/e2e/lag/tbt/queue (ns), good."""
     prepare(con, slo)
     return con.execute("SELECT * FROM per_request ORDER BY run, arrival_ns, req_id").df()
 
 
-def itl_gaps(con: "duckdb.DuckDBPyConnection") -> "pandas.DataFrame":
+def itl_gaps(con: duckdb.DuckDBPyConnection) -> pandas.DataFrame:
     """Pooled inter-token gaps of finished requests: columns run, gap_ns, n (n gaps of that length)."""
     prepare(con)
     return con.execute(sql_text("itl")).df()
 
 
-def kv_transfers(con: "duckdb.DuckDBPyConnection") -> "pandas.DataFrame":
+def kv_transfers(con: duckdb.DuckDBPyConnection) -> pandas.DataFrame:
     """One row per KV transfer: run, req_id, instance, tier, nbytes, start_ns, end_ns, duration_ns, in_ttft_ns."""
     prepare(con)
     query = sql_text("kv_transfers").rstrip().rstrip(";")
     return con.execute(f"SELECT * FROM ({query}) ORDER BY run, start_ns, req_id").df()
 
 
-def instance_load(con: "duckdb.DuckDBPyConnection", bucket_s: float = 1.0) -> "pandas.DataFrame":
+def instance_load(con: duckdb.DuckDBPyConnection, bucket_s: float = 1.0) -> pandas.DataFrame:
     """Per instance and bucket (sim steps): utilisation, batch, kv_occupancy, steps."""
     return con.execute(sql_text("instance_load"), {"bucket_ns": _bucket_ns(bucket_s)}).df()
 
 
-def timeseries(con: "duckdb.DuckDBPyConnection", bucket_s: float = 1.0, slo: Slo | None = None) -> "pandas.DataFrame":
+def timeseries(con: duckdb.DuckDBPyConnection, bucket_s: float = 1.0, slo: Slo | None = None) -> pandas.DataFrame:
     """Per run and bucket: arrivals, finished, errors, in_flight, output tokens and tok/s, TTFT/TPOT p50/p99 (ms),
     good, hit_ratio vs trace_hit_ratio (see sql/timeseries.sql)."""
     prepare(con, slo)
@@ -158,4 +186,3 @@ def summary(run_dir: str | Path, slo: Slo | None = None) -> dict[str, Any]:
         return figures(con, slo)
     finally:
         con.close()
-

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import glob
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, TABLES
@@ -68,7 +68,9 @@ def check_parts(run_dir: Path, table: str) -> list[str]:
         try:
             schema = pq.read_schema(f)
         except Exception as e:  # pyarrow raises several types for truncated / non-Parquet files
-            raise ConfigError(f"{f}: not a readable Parquet file (truncated or foreign?): {e}".splitlines()[0]) from None
+            raise ConfigError(
+                f"{f}: not a readable Parquet file (truncated or foreign?): {e}".splitlines()[0]
+            ) from None
         for field in expected:
             if field.name not in schema.names:
                 raise ConfigError(f"{f}: not a kvbench {table} table (no column {field.name!r})")
@@ -113,8 +115,11 @@ def open_runs(runs: Sequence[str | Path], threads: int | None = None):
         raise ConfigError(f"the same run directory is given twice: {', '.join(sorted(set(map(str, dirs))))}")
     con = duckdb.connect(config={"threads": threads} if threads else {})
     for table in TABLES:
-        parts = [_select(table, name, check_parts(d, table)) for d, name in zip(dirs, names)
-                 if (d / table).is_dir() and any((d / table).glob("*.parquet"))]
+        parts = [
+            _select(table, name, check_parts(d, table))
+            for d, name in zip(dirs, names)
+            if (d / table).is_dir() and any((d / table).glob("*.parquet"))
+        ]
         body = " UNION ALL ".join(parts) if parts else _empty_select(table)
         con.execute(f"CREATE VIEW {table} AS {body}")
     return con

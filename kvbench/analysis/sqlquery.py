@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from kvbench.config import ConfigError
 
 
-def run_query(runs: Sequence[str | Path], query: str, fmt: str = "table", slo: str | None = None,
-              limit: int = 100) -> None:
+def run_query(
+    runs: Sequence[str | Path], query: str, fmt: str = "table", slo: str | None = None, limit: int = 100
+) -> None:
     """Open the runs (views events, requests, steps, server_metrics; table per_request) and print the query."""
     import duckdb
 
@@ -19,7 +20,9 @@ def run_query(runs: Sequence[str | Path], query: str, fmt: str = "table", slo: s
 
     con = open_runs(runs)
     try:
-        if re.search(r"\b(per_request|request_events|event_gaps|token_gaps|tbt|step_\w+)\b", query, re.I):  # built only when asked for
+        if re.search(
+            r"\b(per_request|request_events|event_gaps|token_gaps|tbt|step_\w+)\b", query, re.I
+        ):  # built only when asked for
             prepare(con, parse_slo(slo) if slo else None)
         try:
             df = con.execute(query).df()

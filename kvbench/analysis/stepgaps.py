@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 BLOCK_ROWS = 500_000
 
 
-def segments(rows: dict[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
+def segments(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Merge back-to-back steps rows (sorted by inst, t_ns) of one instance and 1 % bin into segments, as
     token_gaps.sql describes; returns inst, t_ns, end_ns, n_steps, gap_ns per segment, in that order."""
     import numpy as np
@@ -32,13 +32,17 @@ def segments(rows: dict[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
     if not len(starts):
         empty = np.zeros(0, np.int64)
         return {"inst": empty, "t_ns": empty, "end_ns": empty, "n_steps": empty, "gap_ns": np.zeros(0)}
-    seg = {"inst": inst[starts], "t_ns": t[starts], "end_ns": np.maximum.reduceat(end, starts),
-           "n_steps": np.add.reduceat(rows["n_steps"], starts)}
+    seg = {
+        "inst": inst[starts],
+        "t_ns": t[starts],
+        "end_ns": np.maximum.reduceat(end, starts),
+        "n_steps": np.add.reduceat(rows["n_steps"], starts),
+    }
     seg["gap_ns"] = (seg["end_ns"] - seg["t_ns"]).astype(np.float64) / seg["n_steps"]
     return seg
 
 
-def spans(seg: dict[str, "np.ndarray"], req: dict[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
+def spans(seg: dict[str, np.ndarray], req: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per request decoding on `inst` over [s_ns, e_ns]: lo = first segment of its instance ending after s_ns,
     hi = last one starting before e_ns (indices into seg); requests with no such segments are left out."""
     import numpy as np
@@ -49,7 +53,7 @@ def spans(seg: dict[str, "np.ndarray"], req: dict[str, "np.ndarray"]) -> dict[st
     order = np.argsort(req["inst"], kind="stable")
     cuts = np.searchsorted(req["inst"][order], np.arange(len(bounds)))
     for i in range(len(bounds) - 1):
-        a, b, sel = bounds[i], bounds[i + 1], order[cuts[i]:cuts[i + 1]]
+        a, b, sel = bounds[i], bounds[i + 1], order[cuts[i] : cuts[i + 1]]
         if a == b or not len(sel):
             continue
         first = a + np.searchsorted(seg["end_ns"][a:b], req["s_ns"][sel], side="right")
@@ -60,7 +64,7 @@ def spans(seg: dict[str, "np.ndarray"], req: dict[str, "np.ndarray"]) -> dict[st
     return {**{k: v[keep] for k, v in req.items()}, "lo": lo[keep], "hi": hi[keep]}
 
 
-def partial(seg: dict[str, "np.ndarray"], j: "np.ndarray", s: "np.ndarray", e: "np.ndarray") -> "np.ndarray":
+def partial(seg: dict[str, np.ndarray], j: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Steps of segment j inside [s, e]: (steps ended by e) - (steps started before s), token_gaps.sql's formula."""
     import numpy as np
 
@@ -73,7 +77,7 @@ def partial(seg: dict[str, "np.ndarray"], j: "np.ndarray", s: "np.ndarray", e: "
     return (ended - started).astype(np.int64)
 
 
-def itl_weights(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarray":
+def itl_weights(seg: dict[str, np.ndarray], sp: dict[str, np.ndarray]) -> np.ndarray:
     """Pooled gaps per segment over the finished requests' spans: steps x requests passing through + partials."""
     import numpy as np
 
@@ -87,7 +91,7 @@ def itl_weights(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "n
     return weight + through[:size] * seg["n_steps"]
 
 
-def _end_counts(seg, lo, hi, s, e) -> tuple["np.ndarray", "np.ndarray"]:
+def _end_counts(seg, lo, hi, s, e) -> tuple[np.ndarray, np.ndarray]:
     """Gaps a span gets at lo and at hi (0 where hi == lo: lo's count is the whole span), negatives as 0."""
     import numpy as np
 
@@ -96,7 +100,7 @@ def _end_counts(seg, lo, hi, s, e) -> tuple["np.ndarray", "np.ndarray"]:
     return at_lo, at_hi
 
 
-def tbt(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarray":
+def tbt(seg: dict[str, np.ndarray], sp: dict[str, np.ndarray]) -> np.ndarray:
     """TBT (ns) per span, as tbt.sql: mean of the span's longest k = ceil(G / 10) of its G gaps (NaN when G = 0).
     Spans are expanded to (span, segment) rows block by block, each block sorted once by (span, gap descending)."""
     import numpy as np
@@ -114,7 +118,7 @@ def tbt(seg: dict[str, "np.ndarray"], sp: dict[str, "np.ndarray"]) -> "np.ndarra
     return out
 
 
-def _rank_longest_first(gap: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+def _rank_longest_first(gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dense rank of each value (0 = the largest; equal values share a rank) and the distinct values by rank.
     Hashing first (pandas.factorize) sorts only the distinct values: a run's millions of segments have tens of
     thousands of step lengths."""
@@ -128,7 +132,7 @@ def _rank_longest_first(gap: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
     return rank[codes], distinct[order]
 
 
-def _tbt_block(seg, rank, sp, m) -> "np.ndarray":
+def _tbt_block(seg, rank, sp, m) -> np.ndarray:
     """TBT of the spans of one block; m = segments each spans."""
     import numpy as np
 
@@ -152,7 +156,7 @@ def _tbt_block(seg, rank, sp, m) -> "np.ndarray":
         return np.where(total > 0, np.bincount(owner, gap * take, len(m)) / k, np.nan)
 
 
-def build(con: "duckdb.DuckDBPyConnection") -> None:
+def build(con: duckdb.DuckDBPyConnection) -> None:
     """Temp table step_instances and views step_segments (row_no = segment index), step_spans (lo, hi: row_no),
     step_itl (run, gap_ns, n over finished requests) and step_tbt (run, req_id, tbt_ns); empty without steps."""
     import numpy as np
@@ -165,8 +169,17 @@ def build(con: "duckdb.DuckDBPyConnection") -> None:
     sp = spans(seg, req)
     weight = itl_weights(seg, sp)
     used = weight > 0
-    _store(con, "step_segments", {"inst": seg["inst"], "row_no": np.arange(len(seg["t_ns"])), "t_ns": seg["t_ns"],
-                                  "end_ns": seg["end_ns"], "n_steps": seg["n_steps"]})
+    _store(
+        con,
+        "step_segments",
+        {
+            "inst": seg["inst"],
+            "row_no": np.arange(len(seg["t_ns"])),
+            "t_ns": seg["t_ns"],
+            "end_ns": seg["end_ns"],
+            "n_steps": seg["n_steps"],
+        },
+    )
     _store(con, "step_spans", {k: sp[k] for k in ("inst", "req_id", "s_ns", "e_ns", "lo", "hi")})
     _store(con, "step_itl", {"inst": seg["inst"][used], "gap_ns": seg["gap_ns"][used], "n": weight[used]})
     values = tbt(seg, sp)
@@ -174,10 +187,12 @@ def build(con: "duckdb.DuckDBPyConnection") -> None:
     _store(con, "step_tbt", {"inst": sp["inst"][has], "req_id": sp["req_id"][has], "tbt_ns": values[has]})
 
 
-def _store(con: "duckdb.DuckDBPyConnection", name: str, columns: dict[str, "np.ndarray"]) -> None:
+def _store(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, np.ndarray]) -> None:
     """A temp view over numpy columns (registered without a copy), `inst` replaced by the run and instance names."""
     import pyarrow as pa
 
     con.register(f"{name}_arrays", pa.table(columns))
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT i.run, i.instance, a.* EXCLUDE (inst) "
-                f"FROM {name}_arrays a JOIN step_instances i USING (inst)")
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT i.run, i.instance, a.* EXCLUDE (inst) "
+        f"FROM {name}_arrays a JOIN step_instances i USING (inst)"
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -12,13 +11,13 @@ SLO_HELP = "SLO thresholds in ms, vLLM keys plus Mooncake's tbt: e.g. ttft=200,t
 
 def summary_cmd(
     run: Path = typer.Argument(..., help="Run directory (holds run.json and events/)."),
-    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP + " (default: the workload's SLOs in run.json)."),
+    slo: str | None = typer.Option(None, "--slo", help=SLO_HELP + " (default: the workload's SLOs in run.json)."),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json to stdout instead of tables."),
     bucket: float = typer.Option(1.0, "--bucket", help="Time bucket of the time series in summary.json, in seconds."),
 ) -> None:
     """Compute a run's figures, write RUN/summary.json and print them."""
-    from kvbench.present import summary
     from kvbench.analysis.metrics import parse_slo
+    from kvbench.present import summary
 
     doc = summary.build(run, parse_slo(slo) if slo else None, bucket)
     path = summary.write(doc, run)
@@ -32,12 +31,15 @@ def summary_cmd(
 
 
 def sql_cmd(
-    args: list[str] = typer.Argument(..., help="RUN... then the query: run directories (globs allowed) and last "
-                                                "a DuckDB SELECT over the views events, requests, steps, "
-                                                "server_metrics, per_request (each has a `run` column)."),
+    args: list[str] = typer.Argument(
+        ...,
+        help="RUN... then the query: run directories (globs allowed) and last "
+        "a DuckDB SELECT over the views events, requests, steps, "
+        "server_metrics, per_request (each has a `run` column).",
+    ),
     csv: bool = typer.Option(False, "--csv", help="Print CSV instead of a table."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON records instead of a table."),
-    slo: Optional[str] = typer.Option(None, "--slo", help="SLOs for per_request.good: " + SLO_HELP + "."),
+    slo: str | None = typer.Option(None, "--slo", help="SLOs for per_request.good: " + SLO_HELP + "."),
     limit: int = typer.Option(100, "--limit", help="Rows shown in the table (CSV/JSON print all)."),
 ) -> None:
     """Run a DuckDB query over one or several runs."""
@@ -46,15 +48,18 @@ def sql_cmd(
     if len(args) < 2:
         from kvbench.config import ConfigError
 
-        raise ConfigError("kvbench sql: give RUN... and a query, e.g. kvbench sql reports/r1 \"SELECT count(*) FROM events\"")
+        raise ConfigError(
+            'kvbench sql: give RUN... and a query, e.g. kvbench sql reports/r1 "SELECT count(*) FROM events"'
+        )
     run_query(args[:-1], args[-1], "csv" if csv else "json" if json_out else "table", slo, limit)
 
 
 def compare_cmd(
     base: Path = typer.Argument(..., help="Baseline run directory or its summary.json."),
     cand: Path = typer.Argument(..., help="Candidate run directory or its summary.json."),
-    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP + ", for sides given as run directories "
-                                                                "(default: each run's workload SLOs)."),
+    slo: str | None = typer.Option(
+        None, "--slo", help=SLO_HELP + ", for sides given as run directories (default: each run's workload SLOs)."
+    ),
     resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples for the confidence intervals."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     all_metrics: bool = typer.Option(False, "--all", help="Show every metric, not only the headline ones."),
@@ -66,14 +71,18 @@ def compare_cmd(
 
 
 def gate_cmd(
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline run directory or summary.json "
-                                                                    "(omit to check absolute limits only)."),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="Baseline run directory or summary.json (omit to check absolute limits only)."
+    ),
     candidate: Path = typer.Option(..., "--candidate", help="Candidate run directory or summary.json."),
     rules: Path = typer.Option(Path("reports/gates.toml"), "--rules", help="Gate rules (TOML)."),
-    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per rule)."),
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown table here (CI job summary)."),
-    slo: Optional[str] = typer.Option(None, "--slo", help=SLO_HELP + ", for sides given as run directories "
-                                                                "(default: the SLOs the baseline was summarised with)."),
+    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per rule)."),
+    markdown: Path | None = typer.Option(None, "--markdown", help="Write a Markdown table here (CI job summary)."),
+    slo: str | None = typer.Option(
+        None,
+        "--slo",
+        help=SLO_HELP + ", for sides given as run directories (default: the SLOs the baseline was summarised with).",
+    ),
 ) -> None:
     """Check a candidate against a baseline and/or limits; exit 0 pass, 1 regression, 2 bad input."""
     from kvbench.present import gate_run

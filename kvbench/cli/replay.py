@@ -16,12 +16,29 @@ from kvbench.workload import load
 
 
 def _describe(st: ReplayStats) -> str:
-    return (f"done {st.ended:,}  in flight {st.in_flight:,}  failed {st.errors + st.rejected + st.cancelled:,}"
-            f"  t={ns_to_s(st.last_t_ns):,.1f}s")
+    return (
+        f"done {st.ended:,}  in flight {st.in_flight:,}  failed {st.errors + st.rejected + st.cancelled:,}"
+        f"  t={ns_to_s(st.last_t_ns):,.1f}s"
+    )
 
 
-def replay_command(*, trace, workload, target, overrides, out, seed, time_scale, rate, start, duration,
-                   max_requests, concurrency, workers, quiet) -> int:
+def replay_command(
+    *,
+    trace,
+    workload,
+    target,
+    overrides,
+    out,
+    seed,
+    time_scale,
+    rate,
+    start,
+    duration,
+    max_requests,
+    concurrency,
+    workers,
+    quiet,
+) -> int:
     wl = load.select(trace, workload, seed)
     if rate is not None:
         wl = load.retime_poisson(wl, rate, seed)
@@ -42,8 +59,12 @@ def replay_command(*, trace, workload, target, overrides, out, seed, time_scale,
 
 def _execute_with_progress(wl, spec, opts):
     console = Console(stderr=True)
-    columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), TextColumn("{task.fields[state]}"),
-               TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.fields[state]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(f"replay {wl.name} → {spec.name}", state="starting")
 
@@ -55,8 +76,10 @@ def _execute_with_progress(wl, spec, opts):
 
 def _print_result(run_dir: Path, st: ReplayStats) -> None:
     console = Console(stderr=True)
-    console.print(f"[bold]{st.status}[/]: {st.submitted:,} requests, {st.finished:,} finished, {st.errors:,} errors, "
-                  f"{st.rejected:,} rejected, {st.cancelled:,} cancelled; {st.events:,} events → {run_dir}")
+    console.print(
+        f"[bold]{st.status}[/]: {st.submitted:,} requests, {st.finished:,} finished, {st.errors:,} errors, "
+        f"{st.rejected:,} rejected, {st.cancelled:,} cancelled; {st.events:,} events → {run_dir}"
+    )
     try:
         from kvbench.present.summary import print_run_summary
     except ImportError:

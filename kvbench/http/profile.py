@@ -52,9 +52,17 @@ class EndpointProfile:
 
 
 _KEYS = ("kind",) + tuple(f.name for f in fields(EndpointProfile))
-_NUMBER_MIN = {"connect_timeout_s": 0.001, "read_timeout_s": 0.001, "request_timeout_s": 0.0, "retries": 0,
-               "max_connections": 0, "word_tokens": 0.0, "lag_warn_ms": 0.0, "scrape_interval_s": 0.0,
-               "max_event_bytes": 1024}
+_NUMBER_MIN = {
+    "connect_timeout_s": 0.001,
+    "read_timeout_s": 0.001,
+    "request_timeout_s": 0.0,
+    "retries": 0,
+    "max_connections": 0,
+    "word_tokens": 0.0,
+    "lag_warn_ms": 0.0,
+    "scrape_interval_s": 0.0,
+    "max_event_bytes": 1024,
+}
 _INTS = ("retries", "max_connections", "max_event_bytes")
 
 
@@ -103,9 +111,12 @@ def load_profile(params: dict[str, Any], source: str = "") -> EndpointProfile:
     if prof.api not in APIS:
         raise ConfigError(f"{where(loc, text, 'api')}: key 'api' must be one of {', '.join(APIS)}, got {prof.api!r}")
     if prof.calibrate not in CALIBRATE:
-        raise ConfigError(f"{where(loc, text, 'calibrate')}: key 'calibrate' must be one of "
-                          f"{', '.join(CALIBRATE)}, got {prof.calibrate!r}")
+        raise ConfigError(
+            f"{where(loc, text, 'calibrate')}: key 'calibrate' must be one of "
+            f"{', '.join(CALIBRATE)}, got {prof.calibrate!r}"
+        )
     if not prof.base_url.startswith(("http://", "https://")):
-        raise ConfigError(f"{where(loc, text, 'base_url')}: key 'base_url' must start with http:// or https://, "
-                          f"got {prof.base_url!r}")
+        raise ConfigError(
+            f"{where(loc, text, 'base_url')}: key 'base_url' must start with http:// or https://, got {prof.base_url!r}"
+        )
     return EndpointProfile(**{**values, "base_url": prof.base_url.rstrip("/")})

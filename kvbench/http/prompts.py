@@ -8,7 +8,8 @@ from collections import OrderedDict
 from kvbench.records import Request
 
 # Common short English words: most tokenizers give each about one token, and none of them is a special token.
-WORDS = tuple("""
+WORDS = tuple(
+    """
 the of and to in is was for on that with as by at from his her they this had not are but which have one were
 all their there been has when who will more if out so said what up its about into than them can only other new
 some could time these two may then do first any my now such like our over man me even most made after also did
@@ -22,7 +23,8 @@ end why called didn eyes find going look asked later knew point next program cit
 let days room president side social given present several order national second possible rather per face among
 form important often things looking early white case john become large big need four within felt along children
 saw best church ever least power development light thing seemed family interest want members mind country area
-""".split())
+""".split()
+)
 VOCAB = WORDS[:256]  # one digest byte picks one word
 CACHE_BLOCKS = 8192  # block texts kept; a prefix shared by many requests is built once
 

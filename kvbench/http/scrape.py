@@ -33,7 +33,7 @@ def parse_prometheus(text: str, prefixes: tuple[str, ...] = ()) -> list[tuple[st
             close = line.rfind("}")
             if close < brace:
                 continue
-            name, labels, rest = line[:brace], line[brace + 1:close], line[close + 1:]
+            name, labels, rest = line[:brace], line[brace + 1 : close], line[close + 1 :]
         else:
             name, _, rest = line.partition(" ")
             labels = ""
@@ -50,7 +50,7 @@ def parse_prometheus(text: str, prefixes: tuple[str, ...] = ()) -> list[tuple[st
     return out
 
 
-async def scrape_once(session: "aiohttp.ClientSession", prof: EndpointProfile, ctx: RunContext) -> int:
+async def scrape_once(session: aiohttp.ClientSession, prof: EndpointProfile, ctx: RunContext) -> int:
     """Fetch and store one scrape; returns the rows written (0 on any failure)."""
     import aiohttp
 
@@ -59,7 +59,7 @@ async def scrape_once(session: "aiohttp.ClientSession", prof: EndpointProfile, c
             if resp.status != 200:
                 return 0
             text = await resp.text(errors="replace")
-    except (aiohttp.ClientError, OSError, asyncio.TimeoutError, RuntimeError):  # RuntimeError: session closed
+    except (TimeoutError, aiohttp.ClientError, OSError, RuntimeError):  # RuntimeError: session closed
         return 0
     t_ns = time.monotonic_ns() - ctx.t0_ns
     rows = [(t_ns, n, lab, v) for n, lab, v in parse_prometheus(text, tuple(prof.metric_prefixes))]
@@ -78,7 +78,7 @@ async def scrape_loop(prof: EndpointProfile, ctx: RunContext) -> None:
         await _scrape_every(session, prof, ctx)
 
 
-async def _scrape_every(session: "aiohttp.ClientSession", prof: EndpointProfile, ctx: RunContext) -> None:
+async def _scrape_every(session: aiohttp.ClientSession, prof: EndpointProfile, ctx: RunContext) -> None:
     interval_ns = s_to_ns(prof.scrape_interval_s)
     k = 0
     try:

@@ -33,8 +33,15 @@ class SSEParser:
         later call raises that error."""
         if self.error is not None:
             raise self.error
-        if (chunk[:6] == b"data: " and chunk.find(b"\n", 6) == len(chunk) - 2 and chunk[-1:] == b"\n"
-                and self._data is None and not self._pieces and not self._cr and b"\r" not in chunk):
+        if (
+            chunk[:6] == b"data: "
+            and chunk.find(b"\n", 6) == len(chunk) - 2
+            and chunk[-1:] == b"\n"
+            and self._data is None
+            and not self._pieces
+            and not self._cr
+            and b"\r" not in chunk
+        ):
             return [chunk[6:-2]]  # exactly one whole one-line event (a streamed token's usual read)
         if self._cr:
             chunk = b"\r" + chunk

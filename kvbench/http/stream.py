@@ -19,12 +19,46 @@ class Response:
     """The sink of one attempt (see conn.Sink). One read carrying k tokens is one event with tokens = k, stamped
     with the time the read returned; the watchdog reads `io_ns` and sets `timed_out` before cancelling."""
 
-    __slots__ = ("emit", "rid", "t0_ns", "chat", "sse", "status", "err_body", "tokens", "last_ns", "usage",
-                 "finish_reason", "done", "headers", "start_ns", "io_ns", "timed_out", "send_event", "end_ns",
-                 "ended", "done_cb", "notes", "tpl", "fast", "emit_chunk")
+    __slots__ = (
+        "emit",
+        "rid",
+        "t0_ns",
+        "chat",
+        "sse",
+        "status",
+        "err_body",
+        "tokens",
+        "last_ns",
+        "usage",
+        "finish_reason",
+        "done",
+        "headers",
+        "start_ns",
+        "io_ns",
+        "timed_out",
+        "send_event",
+        "end_ns",
+        "ended",
+        "done_cb",
+        "notes",
+        "tpl",
+        "fast",
+        "emit_chunk",
+    )
 
-    def __init__(self, emit: Emit, rid: int, t0_ns: int, chat: bool, max_event_bytes: int, now: int,
-                 send_event: bool = True, done_cb=None, notes: list[str] | None = None, emit_chunk=None):
+    def __init__(
+        self,
+        emit: Emit,
+        rid: int,
+        t0_ns: int,
+        chat: bool,
+        max_event_bytes: int,
+        now: int,
+        send_event: bool = True,
+        done_cb=None,
+        notes: list[str] | None = None,
+        emit_chunk=None,
+    ):
         self.emit, self.rid, self.t0_ns, self.chat, self.send_event = emit, rid, t0_ns, chat, send_event
         # CHUNK events as (t_ns, req_id, tokens), straight into the log (EventLog.emit_chunk); else through emit
         self.emit_chunk = emit_chunk or (lambda c: emit((c[0], c[1], CHUNK, None, c[2], None, None, None, None)))
@@ -69,7 +103,7 @@ class Response:
                 self.last_ns = now
                 return
         if self.status != 200:
-            self.err_body += data[:ERROR_BODY_BYTES - len(self.err_body)]
+            self.err_body += data[: ERROR_BODY_BYTES - len(self.err_body)]
         else:
             self._take(self.sse.feed(data), now)
 
@@ -106,8 +140,11 @@ class Response:
         if self.sse.error is not None:
             raise self.sse.error
         # the fast path may take the next read only when it is a whole event on its own: nothing half-read before it
-        self.fast = None if self.tpl is None or not self.sse.idle() else \
-            (b"data: " + self.tpl[0], self.tpl[1] + b"\n\n", self.tpl[2] + 6, self.tpl[3] + 2)
+        self.fast = (
+            None
+            if self.tpl is None or not self.sse.idle()
+            else (b"data: " + self.tpl[0], self.tpl[1] + b"\n\n", self.tpl[2] + 6, self.tpl[3] + 2)
+        )
 
     def _learn(self, payload: bytes, key: bytes, text: object) -> None:
         """Remember the bytes around `text` in a parsed chunk that counted exactly 1 (no usage, no finish
@@ -117,9 +154,9 @@ class Response:
             return
         i = payload.find(key) + len(key)
         j = payload.find(b'"', i)
-        if j > i and payload[i:j].strip() == b":" and payload[j + 1:j + 2 + len(enc)] == enc + b'"':
-            suf = payload[j + 1 + len(enc):]
-            self.tpl = payload[:j + 1], suf, j + 1, len(suf)
+        if j > i and payload[i:j].strip() == b":" and payload[j + 1 : j + 2 + len(enc)] == enc + b'"':
+            suf = payload[j + 1 + len(enc) :]
+            self.tpl = payload[: j + 1], suf, j + 1, len(suf)
 
     def _tokens_in(self, obj: object, payload: bytes = b"") -> int:
         """1 per chunk with text, unless the chunk's usage counts them (vLLM continuous usage stats)."""
@@ -144,8 +181,11 @@ class Response:
         if usage and isinstance(usage.get("completion_tokens"), int):
             return max(0, usage["completion_tokens"] - self.tokens)
         if text and not usage and not c.get("finish_reason") and payload:
-            self._learn(payload, b'"text"' if not self.chat else b'"content"' if delta.get("content")
-                        else b'"reasoning_content"', text)
+            self._learn(
+                payload,
+                b'"text"' if not self.chat else b'"content"' if delta.get("content") else b'"reasoning_content"',
+                text,
+            )
         return 1 if text else 0
 
 
@@ -190,5 +230,12 @@ def terminal(resp: Response, req: Request, fault: tuple[str, str] | None, notes:
     parts = [f"short_output: got {tokens} of {asked} tokens"] if tokens < asked else []
     if isinstance(usage.get("prompt_tokens"), int):
         parts.append(f"prompt_tokens={usage['prompt_tokens']}")
-    return Event(now, req.req_id, FINISH, None, tokens, cached if isinstance(cached, int) else None,
-                 detail="; ".join(parts + notes) or None)
+    return Event(
+        now,
+        req.req_id,
+        FINISH,
+        None,
+        tokens,
+        cached if isinstance(cached, int) else None,
+        detail="; ".join(parts + notes) or None,
+    )

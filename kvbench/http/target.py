@@ -122,8 +122,15 @@ class OpenAITarget:
         try:
             payload = self.payload(req) if payload is None else payload
         except Exception as e:  # a bug in building the request must not end the run
-            self._terminal(terminal(self._response(rid, 0), req, ("internal", one_line(f"{type(e).__name__}: {e}")),
-                                    [], time.monotonic_ns() - t0))
+            self._terminal(
+                terminal(
+                    self._response(rid, 0),
+                    req,
+                    ("internal", one_line(f"{type(e).__name__}: {e}")),
+                    [],
+                    time.monotonic_ns() - t0,
+                )
+            )
             return
         resp = self._response(rid, time.monotonic_ns() - t0)
         if write_now:
@@ -169,8 +176,18 @@ class OpenAITarget:
                 self._poke()
 
     def _response(self, rid: int, now: int, first: bool = True, notes: list[str] | None = None) -> Response:
-        return Response(self._emit, rid, self.ctx.t0_ns, self.prof.api == "chat", self.prof.max_event_bytes, now,
-                        first, self._completed, notes, self.ctx.log.emit_chunk)
+        return Response(
+            self._emit,
+            rid,
+            self.ctx.t0_ns,
+            self.prof.api == "chat",
+            self.prof.max_event_bytes,
+            now,
+            first,
+            self._completed,
+            notes,
+            self.ctx.log.emit_chunk,
+        )
 
     def _completed(self, resp: Response) -> None:
         """A clean end, still inside the connection's data_received: LAST_TOKEN and FINISH are stamped with the
@@ -359,8 +376,10 @@ class OpenAITarget:
             return False
         if now - resp.io_ns > s_to_ns(p.read_timeout_s):
             what = "no bytes mid-stream" if resp.headers else "no response"
-            resp.timed_out = ("stall" if resp.headers else "timeout",
-                              f"{what} for {p.read_timeout_s:g} s (read_timeout_s)")
+            resp.timed_out = (
+                "stall" if resp.headers else "timeout",
+                f"{what} for {p.read_timeout_s:g} s (read_timeout_s)",
+            )
         elif p.request_timeout_s and now - resp.start_ns > s_to_ns(p.request_timeout_s):
             resp.timed_out = ("timeout", f"request took over {p.request_timeout_s:g} s (request_timeout_s)")
         return resp.timed_out is not None

@@ -13,10 +13,10 @@ import gc
 import multiprocessing
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 from kvbench.config import ConfigError
 from kvbench.eventlog import EventLog, write_manifest
@@ -46,8 +46,9 @@ def _share(concurrency: int | None, k: int, n: int) -> int | None:
     return None if concurrency is None else concurrency // n + (1 if k < concurrency % n else 0)
 
 
-def _worker(workload: Workload, spec: TargetSpec, opts: RunOptions, run_dir: Path, k: int, n: int, t0_ns: int,
-            conn) -> None:
+def _worker(
+    workload: Workload, spec: TargetSpec, opts: RunOptions, run_dir: Path, k: int, n: int, t0_ns: int, conn
+) -> None:
     log = EventLog(run_dir, realtime=True, worker=k)
     gc.collect()  # before t0 (see kvbench/run.py): no full GC pass on the first requests
     gc.freeze()
@@ -85,8 +86,9 @@ def _collect(conns: list, procs: list) -> tuple[ReplayStats, list[str]]:
     return total, errors
 
 
-def execute_sharded(workload: Workload, spec: TargetSpec, opts: RunOptions, workers: int,
-                    quiet: bool = False) -> tuple[Path, ReplayStats]:
+def execute_sharded(
+    workload: Workload, spec: TargetSpec, opts: RunOptions, workers: int, quiet: bool = False
+) -> tuple[Path, ReplayStats]:
     """Replay over `workers` processes; returns the run directory and the summed counts."""
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
@@ -113,9 +115,14 @@ def execute_sharded(workload: Workload, spec: TargetSpec, opts: RunOptions, work
     stats, errors = _collect(conns, procs)
     from kvbench.http.lag import client_lag
 
-    manifest.update(status=stats.status, finished_at=datetime.now(timezone.utc).isoformat(),
-                    wall_s=round((time.monotonic_ns() - t0) / 1e9, 3), counts=_counts(stats),
-                    worker_errors=errors, **client_lag(stats.send_lags_ns, spec.params))
+    manifest.update(
+        status=stats.status,
+        finished_at=datetime.now(UTC).isoformat(),
+        wall_s=round((time.monotonic_ns() - t0) / 1e9, 3),
+        counts=_counts(stats),
+        worker_errors=errors,
+        **client_lag(stats.send_lags_ns, spec.params),
+    )
     write_manifest(run_dir, manifest)
     if errors and not quiet:
         print("kvbench: " + "; ".join(errors), file=sys.stderr)

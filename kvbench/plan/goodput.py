@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC
 from pathlib import Path
-from typing import Callable
 
 MAX_DOUBLINGS = 16  # 2**16 x the start rate: a target that never fails is reported as "not bracketed"
 
@@ -43,13 +44,18 @@ class GoodputResult:
         return sorted(self.probes, key=lambda p: p.rate)
 
 
-def search(measure: Callable[[float], Probe], start_rate: float, target: float = 0.9,
-           precision: float = 0.05, min_rate: float | None = None) -> GoodputResult:
+def search(
+    measure: Callable[[float], Probe],
+    start_rate: float,
+    target: float = 0.9,
+    precision: float = 0.05,
+    min_rate: float | None = None,
+) -> GoodputResult:
     """Bracket [pass, fail] by doubling/halving from `start_rate`, then bisect geometrically until
     fail/pass - 1 <= precision. `measure(rate)` runs one probe. Stops halving below `min_rate`."""
     if not start_rate > 0 or not 0 < target <= 1 or not precision > 0:
         raise ValueError("start_rate and precision must be > 0 and target in (0, 1]")
-    floor = min_rate if min_rate is not None else start_rate / 2 ** MAX_DOUBLINGS
+    floor = min_rate if min_rate is not None else start_rate / 2**MAX_DOUBLINGS
     probes: list[Probe] = []
 
     def passes(rate: float) -> bool:
@@ -94,13 +100,22 @@ def trace_rate(arrivals_ns: list[int]) -> float:
 def write_result(result: GoodputResult, out_dir: Path) -> tuple[Path, Path]:
     """goodput.json (result and curve) and goodput.csv (the curve) in `out_dir`; `kvbench report` draws them."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    doc = {"kind": "goodput", "target": result.target, "precision": result.precision, "rate": result.rate,
-           "fail_rate": result.fail_rate, "gpus": result.gpus, "per_gpu": result.per_gpu, "slo": result.slo,
-           "curve": [asdict(p) for p in result.curve()]}
+    doc = {
+        "kind": "goodput",
+        "target": result.target,
+        "precision": result.precision,
+        "rate": result.rate,
+        "fail_rate": result.fail_rate,
+        "gpus": result.gpus,
+        "per_gpu": result.per_gpu,
+        "slo": result.slo,
+        "curve": [asdict(p) for p in result.curve()],
+    }
     jpath, cpath = out_dir / "goodput.json", out_dir / "goodput.csv"
     jpath.write_text(json.dumps(doc, indent=2) + "\n")
     lines = ["rate,attainment,requests,run_dir"] + [
-        f"{p.rate:.6g},{p.attainment:.6f},{p.requests},{p.run_dir}" for p in result.curve()]
+        f"{p.rate:.6g},{p.attainment:.6f},{p.requests},{p.run_dir}" for p in result.curve()
+    ]
     cpath.write_text("\n".join(lines) + "\n")
     return jpath, cpath
 
@@ -162,20 +177,20 @@ def _sim_gpus(spec) -> int | None:
 
 
 def _out_dir(out: Path | None) -> Path:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from kvbench.config import ConfigError
 
     if out is None:
-        return Path("reports") / f"goodput-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+        return Path("reports") / f"goodput-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out}: exists and is not an empty directory (probe runs would mix with it)")
     return out
 
 
 def _plan(*, trace, workload, target, overrides, slo, arrivals, max_requests, seed, out) -> ProbePlan:
-    from kvbench.config import ConfigError
     from kvbench.analysis.metrics import parse_slo
+    from kvbench.config import ConfigError
     from kvbench.target import resolve
     from kvbench.workload import load
 
@@ -193,8 +208,22 @@ def _plan(*, trace, workload, target, overrides, slo, arrivals, max_requests, se
     return ProbePlan(wl, spec, parse_slo(slo), _out_dir(out), base, arrivals, max_requests, seed)
 
 
-def goodput_command(*, trace, workload, target, overrides, slo, attainment, precision, max_requests, start_rate,
-                    arrivals, gpus, out, seed) -> int:
+def goodput_command(
+    *,
+    trace,
+    workload,
+    target,
+    overrides,
+    slo,
+    attainment,
+    precision,
+    max_requests,
+    start_rate,
+    arrivals,
+    gpus,
+    out,
+    seed,
+) -> int:
     """`kvbench goodput`: search, print the curve, write goodput.json/csv. Exit 1 if no probed rate passed."""
     from dataclasses import replace
 
@@ -206,8 +235,17 @@ def goodput_command(*, trace, workload, target, overrides, slo, attainment, prec
         raise ConfigError(f"--attainment must be in (0, 1] and --precision in (0, 1), got {attainment}, {precision}")
     if start_rate is not None and not start_rate > 0:
         raise ConfigError(f"--start-rate must be > 0 requests/s, got {start_rate}")
-    plan = _plan(trace=trace, workload=workload, target=target, overrides=overrides, slo=slo, arrivals=arrivals,
-                 max_requests=max_requests, seed=seed, out=out)
+    plan = _plan(
+        trace=trace,
+        workload=workload,
+        target=target,
+        overrides=overrides,
+        slo=slo,
+        arrivals=arrivals,
+        max_requests=max_requests,
+        seed=seed,
+        out=out,
+    )
     console = Console(stderr=True)
     result_probes: list[Probe] = []
 
@@ -238,9 +276,12 @@ def format_result(result: GoodputResult) -> str:
     if result.rate is None:
         lines.append(f"goodput: none — attainment < {result.target:.0%} even at {result.fail_rate:.4g} req/s ({slo})")
         return "\n".join(lines)
-    bound = (f"fails at {result.fail_rate:.4g}" if result.fail_rate is not None
-             else "never failed: upper bound not found")
+    bound = (
+        f"fails at {result.fail_rate:.4g}" if result.fail_rate is not None else "never failed: upper bound not found"
+    )
     per_gpu = f", {result.per_gpu:.4g} req/s per GPU ({result.gpus} GPUs)" if result.per_gpu is not None else ""
-    lines.append(f"goodput: {result.rate:.4g} req/s at >= {result.target:.0%} attainment{per_gpu} "
-                 f"[{bound}; precision {result.precision:.0%}] ({slo})")
+    lines.append(
+        f"goodput: {result.rate:.4g} req/s at >= {result.target:.0%} attainment{per_gpu} "
+        f"[{bound}; precision {result.precision:.0%}] ({slo})"
+    )
     return "\n".join(lines)

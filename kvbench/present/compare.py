@@ -8,13 +8,32 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.analysis.bootstrap import LEVEL, RESAMPLES, delta_ci, has_ci
-from kvbench.config import ConfigError
 from kvbench.analysis.metrics import Slo
+from kvbench.config import ConfigError
 
-HEADLINE = ("ttft_ms.mean", "ttft_ms.p50", "ttft_ms.p99", "tpot_ms.mean", "tpot_ms.p50", "tpot_ms.p99",
-            "itl_ms.p50", "itl_ms.p99", "e2e_ms.mean", "e2e_ms.p99", "tbt_ms.p99", "client_lag_ms.p99",
-            "request_throughput", "output_token_throughput", "slo_attainment", "goodput", "prefix_hit_ratio",
-            "trace_hit_ratio", "errors", "rejected", "running")
+HEADLINE = (
+    "ttft_ms.mean",
+    "ttft_ms.p50",
+    "ttft_ms.p99",
+    "tpot_ms.mean",
+    "tpot_ms.p50",
+    "tpot_ms.p99",
+    "itl_ms.p50",
+    "itl_ms.p99",
+    "e2e_ms.mean",
+    "e2e_ms.p99",
+    "tbt_ms.p99",
+    "client_lag_ms.p99",
+    "request_throughput",
+    "output_token_throughput",
+    "slo_attainment",
+    "goodput",
+    "prefix_hit_ratio",
+    "trace_hit_ratio",
+    "errors",
+    "rejected",
+    "running",
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +71,9 @@ def load_side(path: str | Path, slo: Slo | None = None) -> dict[str, Any]:
     return summary.load(p)
 
 
-def delta_for(key: str, base: dict[str, Any], cand: dict[str, Any], resamples: int = RESAMPLES,
-              level: float = LEVEL) -> Delta:
+def delta_for(
+    key: str, base: dict[str, Any], cand: dict[str, Any], resamples: int = RESAMPLES, level: float = LEVEL
+) -> Delta:
     """The difference of one metric, with a bootstrap interval when both sides carry samples of it."""
     b, c = base["metrics"].get(key), cand["metrics"].get(key)
     if b is None or c is None:
@@ -64,13 +84,15 @@ def delta_for(key: str, base: dict[str, Any], cand: dict[str, Any], resamples: i
     ci = None
     if has_ci(name, stat):
         seed = zlib.crc32(key.encode())  # per metric, so an interval does not depend on which others are asked
-        ci = delta_ci(base.get("samples", {}).get(name), cand.get("samples", {}).get(name), stat, d, seed,
-                      resamples, level)
+        ci = delta_ci(
+            base.get("samples", {}).get(name), cand.get("samples", {}).get(name), stat, d, seed, resamples, level
+        )
     return Delta(key, b, c, d, rel, ci)
 
 
-def compare(base: dict[str, Any], cand: dict[str, Any], keys: list[str] | None = None,
-            resamples: int = RESAMPLES) -> list[Delta]:
+def compare(
+    base: dict[str, Any], cand: dict[str, Any], keys: list[str] | None = None, resamples: int = RESAMPLES
+) -> list[Delta]:
     """Deltas for `keys` (default: the headline metrics both sides have)."""
     if keys is None:
         keys = [k for k in HEADLINE if k in base["metrics"] or k in cand["metrics"]]
@@ -93,20 +115,31 @@ def print_table(deltas: list[Delta], base_name: str, cand_name: str, resamples: 
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{cand_name} vs {base_name}", title_justify="left",
-              caption=f"CI: {LEVEL:.0%} bootstrap interval of (candidate - baseline), {resamples} seeded resamples "
-                      f"of per-request values; * = interval excludes 0", caption_justify="left")
+    t = Table(
+        title=f"{cand_name} vs {base_name}",
+        title_justify="left",
+        caption=f"CI: {LEVEL:.0%} bootstrap interval of (candidate - baseline), {resamples} seeded resamples "
+        f"of per-request values; * = interval excludes 0",
+        caption_justify="left",
+    )
     for col in ("metric", "baseline", "candidate", "delta", "delta %", "CI low", "CI high", ""):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for d in deltas:
         lo, hi = d.ci if d.ci else (None, None)
-        t.add_row(d.metric, _fmt(d.base), _fmt(d.cand), _fmt(d.delta), _fmt(d.rel, True), _fmt(lo), _fmt(hi),
-                  "*" if d.significant else "")
+        t.add_row(
+            d.metric,
+            _fmt(d.base),
+            _fmt(d.cand),
+            _fmt(d.delta),
+            _fmt(d.rel, True),
+            _fmt(lo),
+            _fmt(hi),
+            "*" if d.significant else "",
+        )
     Console(width=140).print(t)
 
 
-def compare_command(base: Path, cand: Path, slo: str | None, resamples: int, json_out: bool,
-                    all_metrics: bool) -> None:
+def compare_command(base: Path, cand: Path, slo: str | None, resamples: int, json_out: bool, all_metrics: bool) -> None:
     from kvbench.analysis.metrics import parse_slo
 
     if resamples < 10:
@@ -117,7 +150,17 @@ def compare_command(base: Path, cand: Path, slo: str | None, resamples: int, jso
     if json_out:
         import json
 
-        print(json.dumps({"baseline": str(base), "candidate": str(cand), "level": LEVEL, "resamples": resamples,
-                          "deltas": [asdict(d) for d in deltas]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "baseline": str(base),
+                    "candidate": str(cand),
+                    "level": LEVEL,
+                    "resamples": resamples,
+                    "deltas": [asdict(d) for d in deltas],
+                },
+                indent=1,
+            )
+        )
     else:
         print_table(deltas, str(base), str(cand), resamples)

@@ -3,17 +3,39 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kvbench.config import ConfigError, check_keys
 
-RULE_KEYS = ("name", "metric", "statistic", "direction", "tolerance_pct", "tolerance_abs", "min_samples", "max",
-             "min", "strict")
-HIGHER_IS_BETTER = ("request_throughput", "output_token_throughput", "total_token_throughput", "goodput",
-                    "slo_attainment", "prefix_hit_ratio", "trace_hit_ratio", "finished", "good")
-DYNAMIC = re.compile(r"(prefix_hit_ratio|trace_hit_ratio)\.(tier|instance)\.[^.]+|failures\.[A-Z]+\..+"
-                     r"|instance\.[^.]+\.(utilisation|steps|batch|kv_occupancy|kv_occupancy_max)")
+RULE_KEYS = (
+    "name",
+    "metric",
+    "statistic",
+    "direction",
+    "tolerance_pct",
+    "tolerance_abs",
+    "min_samples",
+    "max",
+    "min",
+    "strict",
+)
+HIGHER_IS_BETTER = (
+    "request_throughput",
+    "output_token_throughput",
+    "total_token_throughput",
+    "goodput",
+    "slo_attainment",
+    "prefix_hit_ratio",
+    "trace_hit_ratio",
+    "finished",
+    "good",
+)
+DYNAMIC = re.compile(
+    r"(prefix_hit_ratio|trace_hit_ratio)\.(tier|instance)\.[^.]+|failures\.[A-Z]+\..+"
+    r"|instance\.[^.]+\.(utilisation|steps|batch|kv_occupancy|kv_occupancy_max)"
+)
 
 
 @dataclass(frozen=True)
@@ -64,22 +86,30 @@ def parse_rule(data: dict, i: int, path: str, text: str, known: Callable[[str], 
     loc = _rule_loc(path, text, i)
     metric, stat = data.get("metric"), data.get("statistic")
     if not isinstance(metric, str) or not metric:
-        raise ConfigError(f"{loc}: the rule needs metric = \"...\" (e.g. ttft_ms with statistic = \"p99\")")
+        raise ConfigError(f'{loc}: the rule needs metric = "..." (e.g. ttft_ms with statistic = "p99")')
     key = f"{metric}.{stat}" if stat else metric
     if not known(key):
-        raise ConfigError(f"{loc}: unknown metric {key!r} "
-                          f"(see `kvbench summary RUN --json` for the names)")
+        raise ConfigError(f"{loc}: unknown metric {key!r} (see `kvbench summary RUN --json` for the names)")
     direction = data.get("direction", "higher" if metric in HIGHER_IS_BETTER else "lower")
     if direction not in ("lower", "higher"):
-        raise ConfigError(f"{loc}: direction must be \"lower\" or \"higher\" (is better), got {direction!r}")
+        raise ConfigError(f'{loc}: direction must be "lower" or "higher" (is better), got {direction!r}')
     pct, tol = _num(data, "tolerance_pct", loc), _num(data, "tolerance_abs", loc)
     if pct is not None and tol is not None:
         raise ConfigError(f"{loc}: give tolerance_pct or tolerance_abs, not both")
     strict = data.get("strict", False)
     if not isinstance(strict, bool):
         raise ConfigError(f"{loc}: strict must be true or false, got {strict!r}")
-    return Rule(str(data.get("name") or key), key, direction, pct, tol, _num(data, "min_samples", loc, True) or 0,
-                _num(data, "max", loc), _num(data, "min", loc), strict)
+    return Rule(
+        str(data.get("name") or key),
+        key,
+        direction,
+        pct,
+        tol,
+        _num(data, "min_samples", loc, True) or 0,
+        _num(data, "max", loc),
+        _num(data, "min", loc),
+        strict,
+    )
 
 
 def parse_rules(data: dict, path: str, text: str, known_keys: set[str]) -> tuple[Rule, ...]:
@@ -113,11 +143,22 @@ def check(rule: Rule, base: dict[str, Any] | None, cand: dict[str, Any], delta_f
         return Verdict(rule, False, "missing", None, None, None, None, None, "candidate has no value")
     for side, doc in (("candidate", cand), ("baseline", base)):
         if doc is not None and _samples(doc, rule.key) < rule.min_samples:
-            return Verdict(rule, False, "samples", None, c, None, None, None,
-                           f"{side} has {_samples(doc, rule.key)} samples, the rule needs {rule.min_samples}")
+            return Verdict(
+                rule,
+                False,
+                "samples",
+                None,
+                c,
+                None,
+                None,
+                None,
+                f"{side} has {_samples(doc, rule.key)} samples, the rule needs {rule.min_samples}",
+            )
     limit = _limits(rule, c)
     if limit or base is None:
-        return Verdict(rule, not limit, "limit" if limit else "pass", None, c, None, None, None, limit or "within limits")
+        return Verdict(
+            rule, not limit, "limit" if limit else "pass", None, c, None, None, None, limit or "within limits"
+        )
     d = delta_fn(rule.key, base, cand)
     if d.base is None:
         return Verdict(rule, False, "missing", None, c, None, None, None, "baseline has no value")
@@ -126,14 +167,33 @@ def check(rule: Rule, base: dict[str, Any] | None, cand: dict[str, Any], delta_f
     if worse <= allowed:
         return Verdict(rule, True, "pass", d.base, c, d.delta, d.ci, allowed, "within tolerance")
     if not rule.strict and d.significant is False:
-        return Verdict(rule, True, "noisy", d.base, c, d.delta, d.ci, allowed,
-                       "beyond tolerance but the interval includes 0 (noise); strict = true fails it")
-    return Verdict(rule, False, "regression", d.base, c, d.delta, d.ci, allowed,
-                   f"{'worse' if worse > 0 else 'changed'} by {abs(d.delta):.6g}, allowed {allowed:.6g}")
+        return Verdict(
+            rule,
+            True,
+            "noisy",
+            d.base,
+            c,
+            d.delta,
+            d.ci,
+            allowed,
+            "beyond tolerance but the interval includes 0 (noise); strict = true fails it",
+        )
+    return Verdict(
+        rule,
+        False,
+        "regression",
+        d.base,
+        c,
+        d.delta,
+        d.ci,
+        allowed,
+        f"{'worse' if worse > 0 else 'changed'} by {abs(d.delta):.6g}, allowed {allowed:.6g}",
+    )
 
 
-def evaluate(rules: tuple[Rule, ...], base: dict[str, Any] | None, cand: dict[str, Any],
-             delta_fn: Callable) -> list[Verdict]:
+def evaluate(
+    rules: tuple[Rule, ...], base: dict[str, Any] | None, cand: dict[str, Any], delta_fn: Callable
+) -> list[Verdict]:
     return [check(r, base, cand, delta_fn) for r in rules]
 
 
@@ -151,14 +211,19 @@ def to_markdown(verdicts: list[Verdict], title: str = "kvbench gate") -> str:
     """A Markdown table (CI job summary). Names come from the rules file, pipes escaped."""
     esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     failed = sum(not v.passed for v in verdicts)
-    lines = [f"### {esc(title)}: {'FAIL' if failed else 'PASS'} ({len(verdicts) - failed}/{len(verdicts)} rules pass)",
-             "", "| rule | better | tolerance | baseline | candidate | delta | 95 % CI | verdict | note |",
-             "|---|---|---|---:|---:|---:|---|---|---|"]
+    lines = [
+        f"### {esc(title)}: {'FAIL' if failed else 'PASS'} ({len(verdicts) - failed}/{len(verdicts)} rules pass)",
+        "",
+        "| rule | better | tolerance | baseline | candidate | delta | 95 % CI | verdict | note |",
+        "|---|---|---|---:|---:|---:|---|---|---|",
+    ]
     for v in verdicts:
         ci = f"[{_f(v.ci[0])}, {_f(v.ci[1])}]" if v.ci else "—"
         mark = "✅" if v.passed else "❌"
-        lines.append(f"| {esc(v.rule.name)} | {v.rule.direction} | {_tol(v.rule)} | {_f(v.base)} | {_f(v.cand)} | "
-                     f"{_f(v.delta)} | {ci} | {mark} {v.status} | {esc(v.message)} |")
+        lines.append(
+            f"| {esc(v.rule.name)} | {v.rule.direction} | {_tol(v.rule)} | {_f(v.base)} | {_f(v.cand)} | "
+            f"{_f(v.delta)} | {ci} | {mark} {v.status} | {esc(v.message)} |"
+        )
     return "\n".join(lines) + "\n"
 
 

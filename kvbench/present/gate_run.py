@@ -30,19 +30,22 @@ def _check_same_slo(rules, base, cand, base_path, cand_path) -> None:
         return
     used = [r.key for r in rules if r.key in ("good", "goodput", "slo_attainment")]
     if used:
-        raise ConfigError(f"{cand_path}: summarised with SLOs {cand.get('slo_ms')}, baseline {base_path} with "
-                          f"{base.get('slo_ms')}; rules on {', '.join(used)} need the same SLOs")
+        raise ConfigError(
+            f"{cand_path}: summarised with SLOs {cand.get('slo_ms')}, baseline {base_path} with "
+            f"{base.get('slo_ms')}; rules on {', '.join(used)} need the same SLOs"
+        )
 
 
-def gate_command(baseline: Path | None, candidate: Path, rules_path: Path, junit: Path | None,
-                 markdown: Path | None, slo: str | None) -> int:
+def gate_command(
+    baseline: Path | None, candidate: Path, rules_path: Path, junit: Path | None, markdown: Path | None, slo: str | None
+) -> int:
     """Exit code: 0 every rule passes, 1 a rule fails (regression, limit, too few samples, missing value)."""
     from rich.console import Console
     from rich.markdown import Markdown
 
+    from kvbench.analysis.metrics import parse_slo, slo_from_ms
     from kvbench.present.compare import delta_for, load_side
     from kvbench.present.gate import evaluate, to_junit, to_markdown
-    from kvbench.analysis.metrics import parse_slo, slo_from_ms
 
     rules = load_rules(rules_path)
     s = parse_slo(slo) if slo else None

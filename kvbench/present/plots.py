@@ -58,8 +58,16 @@ def _legend(ax) -> None:
             handles.append(h)
             labels.append(label)
     if handles:
-        ax.legend(handles, labels, title=title, fontsize="small", title_fontsize="small", frameon=False,
-                  loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides data
+        ax.legend(
+            handles,
+            labels,
+            title=title,
+            fontsize="small",
+            title_fontsize="small",
+            frameon=False,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+        )  # outside: never hides data
 
 
 def _tick(value: float, _pos=None) -> str:
@@ -91,8 +99,18 @@ def over_time(df: pd.DataFrame, panels: list[Panel], palette: dict | None = None
         long = df.melt(id_vars=["run", "t_s"], value_vars=cols, var_name="col", value_name="value")
         long["series"] = long["col"].map({c: label for label, c in panel.series.items()})
         style = "series" if len(cols) > 1 else None
-        sns.lineplot(long, x="t_s", y="value", hue="run", style=style, palette=palette, ax=ax,
-                     errorbar=None, estimator=None, linewidth=1.2)
+        sns.lineplot(
+            long,
+            x="t_s",
+            y="value",
+            hue="run",
+            style=style,
+            palette=palette,
+            ax=ax,
+            errorbar=None,
+            estimator=None,
+            linewidth=1.2,
+        )
         ax.set(ylabel=panel.ylabel, title=panel.title, xlabel="time since run start (s)")
         ax.yaxis.set_major_formatter(FuncFormatter(_tick))
         _legend(ax)
@@ -134,8 +152,7 @@ def _uniform(t: np.ndarray) -> np.ndarray:
     return np.union1d(grid, np.round(t, 9)) if n <= 100 * len(t) else t
 
 
-def heatmap(df: pd.DataFrame, value: str, label: str, vmax: float | None = None,
-            fill: float | None = None) -> Figure:
+def heatmap(df: pd.DataFrame, value: str, label: str, vmax: float | None = None, fill: float | None = None) -> Figure:
     """Instance x time heatmap, one panel per run. df: run, instance, t_s, `value`. Buckets missing for an
     instance get `fill` (e.g. 0 utilisation while idle), else stay blank (grey)."""
     runs = list(dict.fromkeys(df["run"]))
@@ -146,8 +163,16 @@ def heatmap(df: pd.DataFrame, value: str, label: str, vmax: float | None = None,
         pivot = part.pivot_table(index="instance", columns="t_s", values=value, aggfunc="mean")
         pivot = pivot.reindex(columns=_uniform(pivot.columns.to_numpy(dtype=float)))
         pivot = _rebucket(pivot.fillna(fill) if fill is not None else pivot)
-        sns.heatmap(pivot, ax=ax, cmap="viridis", vmin=0, vmax=vmax, cbar_kws={"label": label},
-                    xticklabels=False, yticklabels=True)
+        sns.heatmap(
+            pivot,
+            ax=ax,
+            cmap="viridis",
+            vmin=0,
+            vmax=vmax,
+            cbar_kws={"label": label},
+            xticklabels=False,
+            yticklabels=True,
+        )
         ax.set_facecolor("#e6e6e6")  # blank cells: no step ran there
         pos, labels = _time_ticks(list(pivot.columns))
         ax.set_xticks(pos, labels, rotation=0)
@@ -175,36 +200,56 @@ def kv_transfers(df: pd.DataFrame, palette: dict | None = None) -> Figure:
     df: run, nbytes, time_ms (a sample is enough)."""
     fig, axes = _figure(1, height=4.0)
     ax = axes[0][0]
-    sns.scatterplot(df, x="nbytes", y="time_ms", hue="run", palette=palette, ax=ax, s=10, alpha=0.5,
-                    linewidth=0)
+    sns.scatterplot(df, x="nbytes", y="time_ms", hue="run", palette=palette, ax=ax, s=10, alpha=0.5, linewidth=0)
     for run, part in df.groupby("run", sort=False):
         alpha, beta = fit_transfer(part["nbytes"].to_numpy(), part["time_ms"].to_numpy())
         xs = np.geomspace(max(part["nbytes"].min(), 1), max(part["nbytes"].max(), 2), 100)
         colour = palette.get(run) if palette else None
-        ax.plot(xs, alpha + xs / beta, color=colour, linewidth=1.5,
-                label=f"{run}: α={_tick(alpha * 1000)} µs, β={_tick(beta / 1e6)} GB/s")  # bytes/ms -> GB/s
+        ax.plot(
+            xs,
+            alpha + xs / beta,
+            color=colour,
+            linewidth=1.5,
+            label=f"{run}: α={_tick(alpha * 1000)} µs, β={_tick(beta / 1e6)} GB/s",
+        )  # bytes/ms -> GB/s
         knee = alpha * beta  # bytes where the bandwidth term equals the per-transfer latency
         if np.isfinite(knee) and xs[0] / 100 <= knee <= xs[-1] * 100:  # far-off knees would stretch the axis
             ax.axvline(knee, color=colour, linestyle=":", linewidth=1)
             for text, ha in (("← RTT-bound ", "right"), (" bandwidth-bound →", "left")):
-                ax.annotate(text, (knee, 0.97), xycoords=("data", "axes fraction"), ha=ha, va="top",
-                            fontsize="x-small", color=colour or "black")
+                ax.annotate(
+                    text,
+                    (knee, 0.97),
+                    xycoords=("data", "axes fraction"),
+                    ha=ha,
+                    va="top",
+                    fontsize="x-small",
+                    color=colour or "black",
+                )
     ax.set(xscale="log", yscale="log", xlabel="KV bytes transferred", ylabel="transfer time (ms)")
     _legend(ax)
     return fig
 
 
-def attainment_curve(df: pd.DataFrame, target: float, goodput_rate: float | None,
-                     palette: dict | None = None) -> Figure:
+def attainment_curve(
+    df: pd.DataFrame, target: float, goodput_rate: float | None, palette: dict | None = None
+) -> Figure:
     """SLO attainment vs offered rate. df: run (source label), rate, attainment (0..1)."""
     fig, axes = _figure(1, height=3.4)
     ax = axes[0][0]
-    sns.lineplot(df.sort_values("rate"), x="rate", y="attainment", hue="run", palette=palette, marker="o",
-                 ax=ax, errorbar=None, estimator=None)
+    sns.lineplot(
+        df.sort_values("rate"),
+        x="rate",
+        y="attainment",
+        hue="run",
+        palette=palette,
+        marker="o",
+        ax=ax,
+        errorbar=None,
+        estimator=None,
+    )
     ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.0%}")
     if goodput_rate is not None:
-        ax.axvline(goodput_rate, color="black", linestyle=":", linewidth=1,
-                   label=f"goodput {goodput_rate:.4g} req/s")
+        ax.axvline(goodput_rate, color="black", linestyle=":", linewidth=1, label=f"goodput {goodput_rate:.4g} req/s")
     ax.set(xlabel="offered request rate (req/s)", ylabel="SLO attainment", ylim=(-0.02, 1.02))
     _legend(ax)
     return fig

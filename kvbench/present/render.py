@@ -56,24 +56,34 @@ def _hex(colour) -> str:
 def _table(head: list[str], rows: list[list[str]], num_from: int = 1) -> str:
     """`head` and `rows` are already-escaped HTML; columns from `num_from` on are right-aligned numbers."""
     th = "".join(f"<th>{h}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i >= num_from else f"<td>{c}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="num">{c}</td>' if i >= num_from else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
     return f'<div class="wrap"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-META_FIELDS = [("run_id", lambda m: m.get("run_id")), ("status", lambda m: m.get("status")),
-               ("workload", lambda m: (m.get("workload") or {}).get("name")),
-               ("workload source", lambda m: (m.get("workload") or {}).get("source")),
-               ("target", lambda m: "{kind}: {name}".format(**{"kind": "", "name": "", **(m.get("target") or {})})),
-               ("seed", lambda m: m.get("seed")), ("started", lambda m: m.get("started_at")),
-               ("wall time (s)", lambda m: m.get("wall_s")), ("host", lambda m: m.get("host")),
-               ("kvbench", lambda m: m.get("kvbench_version")),
-               ("command", lambda m: " ".join(map(str, m.get("command") or [])) or None)]
+META_FIELDS = [
+    ("run_id", lambda m: m.get("run_id")),
+    ("status", lambda m: m.get("status")),
+    ("workload", lambda m: (m.get("workload") or {}).get("name")),
+    ("workload source", lambda m: (m.get("workload") or {}).get("source")),
+    ("target", lambda m: "{kind}: {name}".format(**{"kind": "", "name": "", **(m.get("target") or {})})),
+    ("seed", lambda m: m.get("seed")),
+    ("started", lambda m: m.get("started_at")),
+    ("wall time (s)", lambda m: m.get("wall_s")),
+    ("host", lambda m: m.get("host")),
+    ("kvbench", lambda m: m.get("kvbench_version")),
+    ("command", lambda m: " ".join(map(str, m.get("command") or [])) or None),
+]
 
 
 def _runs_html(runs, palette) -> str:
-    head = ["field"] + [f'<span class="swatch" style="background:{_hex(palette[r.name])}"></span>{esc(r.name)}'
-                        for r in runs]
+    head = ["field"] + [
+        f'<span class="swatch" style="background:{_hex(palette[r.name])}"></span>{esc(r.name)}' for r in runs
+    ]
     rows = [["path"] + [f'<span class="mono">{esc(r.path)}</span>' for r in runs]]
     for label, get in META_FIELDS:
         rows.append([esc(label)] + [esc(get(r.manifest)) if get(r.manifest) is not None else "–" for r in runs])
@@ -82,8 +92,9 @@ def _runs_html(runs, palette) -> str:
 
 
 def _summary_html(runs, rows) -> str:
-    return _table(["metric"] + [esc(r.name) for r in runs], [[esc(row.label)] + [esc(v) for v in row.values]
-                                                             for row in rows])
+    return _table(
+        ["metric"] + [esc(r.name) for r in runs], [[esc(row.label)] + [esc(v) for v in row.values] for row in rows]
+    )
 
 
 def _comparison_html(runs, rows, delta) -> str:
@@ -91,8 +102,10 @@ def _comparison_html(runs, rows, delta) -> str:
     head = ["metric", f"{esc(base)} (base)"] + [f"{esc(r.name)} − base" for r in runs[1:]]
     body = []
     for row in rows:
-        cells = [f'<span class="{cls}">{esc(text)}</span>' for text, cls in
-                 (delta(row.raw[0], v, row.direction, row.kind) for v in row.raw[1:])]
+        cells = [
+            f'<span class="{cls}">{esc(text)}</span>'
+            for text, cls in (delta(row.raw[0], v, row.direction, row.kind) for v in row.raw[1:])
+        ]
         body.append([esc(row.label), esc(row.values[0])] + cells)
     return _table(head, body)
 
@@ -103,15 +116,18 @@ def _goodput_html(goodputs) -> str:
         rate = "none" if doc.get("rate") is None else f"{doc['rate']:.4g}"
         per_gpu = "–" if doc.get("per_gpu") is None else f"{doc['per_gpu']:.4g}"
         slo = ", ".join(f"{k}≤{v:g}" for k, v in (doc.get("slo") or {}).items())
-        rows.append([esc(label), esc(f"{doc['target']:.0%}"), esc(slo), esc(rate), esc(per_gpu),
-                     esc(len(doc["curve"]))])
-    return _table(["search", "attainment target", "SLO (ms)", "goodput (req/s)", "per GPU", "probes"], rows,
-                  num_from=3)
+        rows.append(
+            [esc(label), esc(f"{doc['target']:.0%}"), esc(slo), esc(rate), esc(per_gpu), esc(len(doc["curve"]))]
+        )
+    return _table(["search", "attainment target", "SLO (ms)", "goodput (req/s)", "per GPU", "probes"], rows, num_from=3)
 
 
 def _failures_html(runs) -> str:
-    rows = [[esc(r.name), esc(kind), f'<span class="mono">{esc(detail)}</span>', esc(f"{n:,}")]
-            for r in runs for kind, detail, n in r.failures]
+    rows = [
+        [esc(r.name), esc(kind), f'<span class="mono">{esc(detail)}</span>', esc(f"{n:,}")]
+        for r in runs
+        for kind, detail, n in r.failures
+    ]
     if not rows:
         return '<div class="note">No request failed.</div>'
     return _table(["run", "kind", "detail", "requests"], rows, num_from=3)
@@ -120,8 +136,10 @@ def _failures_html(runs) -> str:
 def _figure_html(s) -> str:
     if s.png_b64 is None:
         return f'<h3 id="{esc(s.key)}">{esc(s.title)}</h3><div class="note">{esc(s.note)}</div>'
-    return (f'<figure id="{esc(s.key)}"><h3>{esc(s.title)}</h3><img alt="{esc(s.title)}" '
-            f'src="data:image/png;base64,{s.png_b64}"><figcaption>{esc(s.caption)}</figcaption></figure>')
+    return (
+        f'<figure id="{esc(s.key)}"><h3>{esc(s.title)}</h3><img alt="{esc(s.title)}" '
+        f'src="data:image/png;base64,{s.png_b64}"><figcaption>{esc(s.caption)}</figcaption></figure>'
+    )
 
 
 def lag_warnings(runs) -> list[str]:
@@ -147,12 +165,14 @@ def render_html(runs, sections, rows, goodputs, palette, delta, version: str) ->
     body = "".join(f'<section id="{k}"><h2>{esc(t)}</h2>{content}</section>' for k, t, content in parts)
     warn = "".join(f'<div class="warn" role="alert">⚠ Warning: {esc(w)}</div>' for w in lag_warnings(runs))
     sub = f"{len(runs)} run{'s' if len(runs) != 1 else ''}" + (f", {len(goodputs)} goodput search" if goodputs else "")
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
-            f'<header><h1>{esc(title)}</h1><p class="sub">{esc(sub)}</p><nav>{nav}</nav></header>{warn}{body}'
-            f"<footer>Generated by kvbench {esc(version)}. Self-contained: figures are embedded, no network "
-            f"is needed to view this file.</footer></main></body></html>\n")
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
+        f'<header><h1>{esc(title)}</h1><p class="sub">{esc(sub)}</p><nav>{nav}</nav></header>{warn}{body}'
+        f"<footer>Generated by kvbench {esc(version)}. Self-contained: figures are embedded, no network "
+        f"is needed to view this file.</footer></main></body></html>\n"
+    )
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -163,27 +183,49 @@ def render_md(runs, rows, goodputs, delta) -> str:
     out = ["# kvbench report", ""]
     out += [line for w in lag_warnings(runs) for line in (f"> **⚠ Warning:** {md_esc(w)}", "")]
     if runs:
-        out += _md_table(["run", "status", "workload", "target", "SLO (ms)"],
-                         [[md_esc(r.name), md_esc(r.manifest.get("status")),
-                           md_esc((r.manifest.get("workload") or {}).get("name")),
-                           md_esc((r.manifest.get("target") or {}).get("name")),
-                           md_esc(", ".join(f"{k}<={v:g}" for k, v in r.slo.items()) or "none")] for r in runs])
+        out += _md_table(
+            ["run", "status", "workload", "target", "SLO (ms)"],
+            [
+                [
+                    md_esc(r.name),
+                    md_esc(r.manifest.get("status")),
+                    md_esc((r.manifest.get("workload") or {}).get("name")),
+                    md_esc((r.manifest.get("target") or {}).get("name")),
+                    md_esc(", ".join(f"{k}<={v:g}" for k, v in r.slo.items()) or "none"),
+                ]
+                for r in runs
+            ],
+        )
         out += ["", "## Summary", ""]
-        out += _md_table(["metric"] + [md_esc(r.name) for r in runs],
-                         [[md_esc(row.label)] + [md_esc(v) for v in row.values] for row in rows])
+        out += _md_table(
+            ["metric"] + [md_esc(r.name) for r in runs],
+            [[md_esc(row.label)] + [md_esc(v) for v in row.values] for row in rows],
+        )
     if len(runs) > 1:
         out += ["", f"## Comparison with {md_esc(runs[0].name)}", ""]
         mark = {"better": " ✅", "worse": " ❌", "same": ""}
-        out += _md_table(["metric", "base"] + [md_esc(r.name) for r in runs[1:]],
-                         [[md_esc(row.label), md_esc(row.values[0])] + [
-                             md_esc(t) + mark[c] for t, c in
-                             (delta(row.raw[0], v, row.direction, row.kind) for v in row.raw[1:])] for row in rows])
+        out += _md_table(
+            ["metric", "base"] + [md_esc(r.name) for r in runs[1:]],
+            [
+                [md_esc(row.label), md_esc(row.values[0])]
+                + [md_esc(t) + mark[c] for t, c in (delta(row.raw[0], v, row.direction, row.kind) for v in row.raw[1:])]
+                for row in rows
+            ],
+        )
     if goodputs:
         out += ["", "## Goodput search", ""]
-        out += _md_table(["search", "target", "goodput (req/s)", "per GPU"],
-                         [[md_esc(label), f"{doc['target']:.0%}",
-                           "none" if doc.get("rate") is None else f"{doc['rate']:.4g}",
-                           "–" if doc.get("per_gpu") is None else f"{doc['per_gpu']:.4g}"] for label, doc in goodputs])
+        out += _md_table(
+            ["search", "target", "goodput (req/s)", "per GPU"],
+            [
+                [
+                    md_esc(label),
+                    f"{doc['target']:.0%}",
+                    "none" if doc.get("rate") is None else f"{doc['rate']:.4g}",
+                    "–" if doc.get("per_gpu") is None else f"{doc['per_gpu']:.4g}",
+                ]
+                for label, doc in goodputs
+            ],
+        )
     failures = [[md_esc(r.name), md_esc(k), md_esc(d), f"{n:,}"] for r in runs for k, d, n in r.failures]
     if failures:
         out += ["", "## Failures", ""] + _md_table(["run", "kind", "detail", "requests"], failures)

@@ -41,8 +41,9 @@ def _cdf(con, name: str):
 
     from kvbench.units import ns_to_ms
 
-    cols = con.execute(f"SELECT {', '.join(CDF_METRICS.values())} FROM per_request WHERE status = 'FINISH'"
-                       ).fetchnumpy()
+    cols = con.execute(
+        f"SELECT {', '.join(CDF_METRICS.values())} FROM per_request WHERE status = 'FINISH'"
+    ).fetchnumpy()
     ps = np.linspace(0, 1, CDF_POINTS)
     frames = []
     for metric, col in CDF_METRICS.items():
@@ -57,11 +58,15 @@ def _kv_sample(con, name: str):
     from kvbench.analysis.metrics import sql_text
     from kvbench.units import ns_to_ms
 
-    made = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'kv_transfers' AND temporary"
-                       ).fetchone()[0]
+    made = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'kv_transfers' AND temporary"
+    ).fetchone()[0]
     source = "kv_transfers" if made else f"({sql_text('kv_transfers').rstrip().rstrip(';')})"  # figures() makes it
-    df = con.execute(f"SELECT nbytes, duration_ns FROM {source} WHERE duration_ns > 0 AND nbytes > 0 "
-                     "ORDER BY hash(req_id, start_ns) LIMIT ?", [KV_SAMPLE]).df()
+    df = con.execute(
+        f"SELECT nbytes, duration_ns FROM {source} WHERE duration_ns > 0 AND nbytes > 0 "
+        "ORDER BY hash(req_id, start_ns) LIMIT ?",
+        [KV_SAMPLE],
+    ).df()
     if df.empty:
         return None
     df.insert(0, "run", name)
@@ -70,9 +75,11 @@ def _kv_sample(con, name: str):
 
 
 def _failures(con) -> list:
-    return con.execute("SELECT CAST(kind AS VARCHAR), coalesce(detail, ''), count(*) AS n FROM events "
-                       "WHERE kind IN ('ERROR', 'REJECT', 'CANCEL') GROUP BY ALL ORDER BY n DESC, 1, 2 LIMIT ?",
-                       [FAILURE_ROWS]).fetchall()
+    return con.execute(
+        "SELECT CAST(kind AS VARCHAR), coalesce(detail, ''), count(*) AS n FROM events "
+        "WHERE kind IN ('ERROR', 'REJECT', 'CANCEL') GROUP BY ALL ORDER BY n DESC, 1, 2 LIMIT ?",
+        [FAILURE_ROWS],
+    ).fetchall()
 
 
 def collect_run(run_dir: Path, name: str, slo, bucket_s: float) -> RunData:
@@ -91,8 +98,18 @@ def collect_run(run_dir: Path, name: str, slo, bucket_s: float) -> RunData:
         ts = metrics.timeseries(con, bucket_s, slo)
         has_steps = con.execute("SELECT count(*) FROM (SELECT 1 FROM steps LIMIT 1)").fetchone()[0] > 0
         load = metrics.instance_load(con, bucket_s) if has_steps else None
-        data = RunData(name, str(run_dir), manifest, slo.as_ms(), summary, _cdf(con, name), ts, load,
-                       _kv_sample(con, name), _failures(con))
+        data = RunData(
+            name,
+            str(run_dir),
+            manifest,
+            slo.as_ms(),
+            summary,
+            _cdf(con, name),
+            ts,
+            load,
+            _kv_sample(con, name),
+            _failures(con),
+        )
     finally:
         con.close()
     for frame in (data.timeseries, data.load):
@@ -138,23 +155,51 @@ def _time_sections(ts, palette: dict, bucket_s: float) -> list[Section]:
 
     if ts is None:
         return [Section("over-time", "Over time", "", note="No requests in the log: nothing to draw over time.")]
-    ts = ts.assign(finished_s=ts["finished"] / bucket_s, errors_s=ts["errors"] / bucket_s,
-                   hit_pct=ts["hit_ratio"] * 100, trace_hit_pct=ts["trace_hit_ratio"] * 100)
+    ts = ts.assign(
+        finished_s=ts["finished"] / bucket_s,
+        errors_s=ts["errors"] / bucket_s,
+        hit_pct=ts["hit_ratio"] * 100,
+        trace_hit_pct=ts["trace_hit_ratio"] * 100,
+    )
     specs = [
-        ("latency-time", "Latency over time", "Percentiles of requests by the bucket they arrived in.",
-         [Panel("TTFT (ms)", {"p50": "ttft_p50_ms", "p99": "ttft_p99_ms"}),
-          Panel("TPOT (ms)", {"p50": "tpot_p50_ms", "p99": "tpot_p99_ms"})], ("ttft_p50_ms", "tpot_p50_ms")),
-        ("throughput-time", "Throughput over time", "Requests finishing and output tokens per second.",
-         [Panel("finished req/s", {"req/s": "finished_s"}), Panel("output tokens/s", {"tok/s": "output_tok_s"})],
-         ("finished_s",)),
-        ("inflight-time", "In-flight requests", "Requests arrived and not yet ended at each bucket's end.",
-         [Panel("in flight", {"in flight": "in_flight"})], ("in_flight",)),
-        ("cache-time", "Prefix cache hits over time",
-         "Achieved: prompt tokens the target served from cache. Trace-implied: what an infinite cache would hold.",
-         [Panel("hit ratio (%)", {"achieved": "hit_pct", "trace-implied": "trace_hit_pct"})],
-         ("hit_pct", "trace_hit_pct")),
-        ("errors-time", "Failures over time", "Requests ending in ERROR, REJECT or CANCEL per second.",
-         [Panel("failed req/s", {"failed/s": "errors_s"})], ("errors_s",)),
+        (
+            "latency-time",
+            "Latency over time",
+            "Percentiles of requests by the bucket they arrived in.",
+            [
+                Panel("TTFT (ms)", {"p50": "ttft_p50_ms", "p99": "ttft_p99_ms"}),
+                Panel("TPOT (ms)", {"p50": "tpot_p50_ms", "p99": "tpot_p99_ms"}),
+            ],
+            ("ttft_p50_ms", "tpot_p50_ms"),
+        ),
+        (
+            "throughput-time",
+            "Throughput over time",
+            "Requests finishing and output tokens per second.",
+            [Panel("finished req/s", {"req/s": "finished_s"}), Panel("output tokens/s", {"tok/s": "output_tok_s"})],
+            ("finished_s",),
+        ),
+        (
+            "inflight-time",
+            "In-flight requests",
+            "Requests arrived and not yet ended at each bucket's end.",
+            [Panel("in flight", {"in flight": "in_flight"})],
+            ("in_flight",),
+        ),
+        (
+            "cache-time",
+            "Prefix cache hits over time",
+            "Achieved: prompt tokens the target served from cache. Trace-implied: what an infinite cache would hold.",
+            [Panel("hit ratio (%)", {"achieved": "hit_pct", "trace-implied": "trace_hit_pct"})],
+            ("hit_pct", "trace_hit_pct"),
+        ),
+        (
+            "errors-time",
+            "Failures over time",
+            "Requests ending in ERROR, REJECT or CANCEL per second.",
+            [Panel("failed req/s", {"failed/s": "errors_s"})],
+            ("errors_s",),
+        ),
     ]
     out = []
     for key, title, caption, panels, needed in specs:
@@ -172,16 +217,29 @@ def _load_sections(load) -> list[Section]:
     caption_kv = "Mean KV-cache blocks in use / capacity while busy (simulator steps table); grey: idle."
     if load is None:
         note = "No steps table (real-endpoint runs record no per-instance steps): heatmaps omitted."
-        return [Section("util-heatmap", "Per-instance utilisation", caption_u, note=note),
-                Section("kv-heatmap", "Per-instance KV occupancy", caption_kv, note=note)]
-    return [Section("util-heatmap", "Per-instance utilisation", caption_u,
-                    _png(heatmap(load, "utilisation", "utilisation", vmax=1.0, fill=0.0))),
-            Section("kv-heatmap", "Per-instance KV occupancy", caption_kv,
-                    _png(heatmap(load, "kv_occupancy", "KV occupancy", vmax=1.0)))]
+        return [
+            Section("util-heatmap", "Per-instance utilisation", caption_u, note=note),
+            Section("kv-heatmap", "Per-instance KV occupancy", caption_kv, note=note),
+        ]
+    return [
+        Section(
+            "util-heatmap",
+            "Per-instance utilisation",
+            caption_u,
+            _png(heatmap(load, "utilisation", "utilisation", vmax=1.0, fill=0.0)),
+        ),
+        Section(
+            "kv-heatmap",
+            "Per-instance KV occupancy",
+            caption_kv,
+            _png(heatmap(load, "kv_occupancy", "KV occupancy", vmax=1.0)),
+        ),
+    ]
 
 
-def build_sections(runs: list[RunData], goodputs: list[tuple[str, dict]], palette: dict,
-                   bucket_s: float) -> list[Section]:
+def build_sections(
+    runs: list[RunData], goodputs: list[tuple[str, dict]], palette: dict, bucket_s: float
+) -> list[Section]:
     """Every figure of the report, in reading order; figures without data become notes."""
     import pandas as pd
 
@@ -190,43 +248,68 @@ def build_sections(runs: list[RunData], goodputs: list[tuple[str, dict]], palett
     sections: list[Section] = []
     for label, doc in goodputs:
         curve = pd.DataFrame(doc["curve"]).assign(run=label)
-        sections.append(Section(f"goodput-{len(sections)}", f"SLO attainment vs rate: {label}",
-                                "Each point is one probe run; goodput is the highest rate meeting the target.",
-                                _png(attainment_curve(curve, doc["target"], doc.get("rate")))))
+        sections.append(
+            Section(
+                f"goodput-{len(sections)}",
+                f"SLO attainment vs rate: {label}",
+                "Each point is one probe run; goodput is the highest rate meeting the target.",
+                _png(attainment_curve(curve, doc["target"], doc.get("rate"))),
+            )
+        )
     cdf = _concat([r.cdf for r in runs])
     caption = f"Finished requests; each curve is drawn from {CDF_POINTS} quantiles."
-    sections.append(Section("cdf", "Latency CDFs", caption, _png(latency_cdfs(cdf, palette))) if cdf is not None
-                    else Section("cdf", "Latency CDFs", caption, note="No finished requests: no latency to draw."))
+    sections.append(
+        Section("cdf", "Latency CDFs", caption, _png(latency_cdfs(cdf, palette)))
+        if cdf is not None
+        else Section("cdf", "Latency CDFs", caption, note="No finished requests: no latency to draw.")
+    )
     sections += _time_sections(_concat([r.timeseries for r in runs]), palette, bucket_s)
     sections += _load_sections(_concat([r.load for r in runs]))
     kv = _concat([r.kv for r in runs])
-    caption = ("Fitted t = α + bytes/β per run: left of the dotted knee (α·β) transfers are RTT-bound, right of it "
-               f"bandwidth-bound. Up to {KV_SAMPLE:,} transfers per run.")
-    sections.append(Section("kv-transfer", "KV transfer time vs size", caption, _png(kv_transfers(kv, palette)))
-                    if kv is not None else Section("kv-transfer", "KV transfer time vs size", caption,
-                                                   note="No KV transfers in these runs."))
+    caption = (
+        "Fitted t = α + bytes/β per run: left of the dotted knee (α·β) transfers are RTT-bound, right of it "
+        f"bandwidth-bound. Up to {KV_SAMPLE:,} transfers per run."
+    )
+    sections.append(
+        Section("kv-transfer", "KV transfer time vs size", caption, _png(kv_transfers(kv, palette)))
+        if kv is not None
+        else Section("kv-transfer", "KV transfer time vs size", caption, note="No KV transfers in these runs.")
+    )
     return sections
 
 
 # (summary key, label, format, direction): +1 higher is better, -1 lower is better, 0 neither.
-ROWS = [("requests", "requests", "int", 0), ("finished", "finished", "int", 1), ("errors", "errors", "int", -1),
-        ("rejected", "rejected", "int", -1), ("cancelled", "cancelled", "int", -1),
-        ("running", "still running at the end", "int", -1), ("duration_s", "duration (s)", "num", 0),
-        ("request_throughput", "request throughput (req/s)", "num", 1),
-        ("output_token_throughput", "output token throughput (tok/s)", "num", 1),
-        ("goodput", "goodput (good req/s)", "num", 1), ("slo_attainment", "SLO attainment", "pct", 1)]
-ROWS += [(f"{m}.{s}", f"{label} {s} (ms)", "num", -1)
-         for m, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
-         for s in ("mean", "p50", "p90", "p99")]
-ROWS += [("tbt_ms.p99", "TBT p99 (ms)", "num", -1), ("client_lag_ms.p99", "client lag p99 (ms)", "num", -1),
-         ("queue_ms.p99", "queueing p99 (ms)", "num", -1),
-         ("prefix_hit_ratio", "prefix hit ratio, achieved", "pct", 1),
-         ("trace_hit_ratio", "prefix hit ratio, trace-implied", "pct", 0),
-         ("input_len_ratio", "input length, achieved / intended", "num", 0),
-         ("input_len_delta.p50", "input length, achieved − intended p50 (tokens)", "num", 0),
-         ("kv_transfer.count", "KV transfers", "int", 0), ("kv_transfer.mean_ms", "KV transfer mean (ms)", "num", -1),
-         ("kv_transfer.ttft_share", "KV transfer share of TTFT", "pct", -1),
-         ("preemptions", "preemptions", "int", -1)]
+ROWS = [
+    ("requests", "requests", "int", 0),
+    ("finished", "finished", "int", 1),
+    ("errors", "errors", "int", -1),
+    ("rejected", "rejected", "int", -1),
+    ("cancelled", "cancelled", "int", -1),
+    ("running", "still running at the end", "int", -1),
+    ("duration_s", "duration (s)", "num", 0),
+    ("request_throughput", "request throughput (req/s)", "num", 1),
+    ("output_token_throughput", "output token throughput (tok/s)", "num", 1),
+    ("goodput", "goodput (good req/s)", "num", 1),
+    ("slo_attainment", "SLO attainment", "pct", 1),
+]
+ROWS += [
+    (f"{m}.{s}", f"{label} {s} (ms)", "num", -1)
+    for m, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
+    for s in ("mean", "p50", "p90", "p99")
+]
+ROWS += [
+    ("tbt_ms.p99", "TBT p99 (ms)", "num", -1),
+    ("client_lag_ms.p99", "client lag p99 (ms)", "num", -1),
+    ("queue_ms.p99", "queueing p99 (ms)", "num", -1),
+    ("prefix_hit_ratio", "prefix hit ratio, achieved", "pct", 1),
+    ("trace_hit_ratio", "prefix hit ratio, trace-implied", "pct", 0),
+    ("input_len_ratio", "input length, achieved / intended", "num", 0),
+    ("input_len_delta.p50", "input length, achieved − intended p50 (tokens)", "num", 0),
+    ("kv_transfer.count", "KV transfers", "int", 0),
+    ("kv_transfer.mean_ms", "KV transfer mean (ms)", "num", -1),
+    ("kv_transfer.ttft_share", "KV transfer share of TTFT", "pct", -1),
+    ("preemptions", "preemptions", "int", -1),
+]
 
 
 def fmt_value(value, kind: str) -> str:
@@ -270,8 +353,9 @@ def delta(base, value, direction: int, kind: str = "num") -> tuple[str, str]:
     if kind == "pct":
         text = f"{d * 100:+.2f} pp"
     else:
-        text = (f"{d:+,.0f}" if abs(d) >= 1e3 or kind == "int" else f"{d:+.4g}") + \
-            (f" ({d / abs(base):+.1%})" if base else "")
+        text = (f"{d:+,.0f}" if abs(d) >= 1e3 or kind == "int" else f"{d:+.4g}") + (
+            f" ({d / abs(base):+.1%})" if base else ""
+        )
     if d == 0 or direction == 0:
         return text, "same"
     return text, "better" if (d > 0) == (direction > 0) else "worse"
@@ -287,20 +371,21 @@ def auto_bucket_s(span_ns: int) -> float:
     raw = max(ns_to_s(span_ns) / TARGET_BUCKETS, 1e-3)
     exp = math.floor(math.log10(raw))
     for step in (1, 2, 5, 10):
-        if step * 10.0 ** exp >= raw * (1 - 1e-9):
-            return round(step * 10.0 ** exp, 6)
+        if step * 10.0**exp >= raw * (1 - 1e-9):
+            return round(step * 10.0**exp, 6)
     return 10.0 ** (exp + 1)
 
 
 def _split_inputs(paths: list[Path]) -> tuple[list[Path], list[tuple[str, dict]]]:
     """Run directories, and goodput results (a goodput.json or a directory holding one and no run.json)."""
-    from kvbench.plan.goodput import read_result
     from kvbench.analysis.runset import expand
+    from kvbench.plan.goodput import read_result
 
     runs, goodputs = [], []
     for p in expand(paths):
-        if (p.is_dir() and (p / "goodput.json").is_file() and not (p / "run.json").is_file()) \
-                or (p.is_file() and p.suffix == ".json"):
+        if (p.is_dir() and (p / "goodput.json").is_file() and not (p / "run.json").is_file()) or (
+            p.is_file() and p.suffix == ".json"
+        ):
             goodputs.append((p.resolve().name if p.is_dir() else p.stem, read_result(p)))
         else:
             runs.append(p)
@@ -324,15 +409,16 @@ def _span_ns(run_dir: Path) -> int:
         con.close()
 
 
-def build_report(paths: list[Path], fmt: str = "html", slo_text: str | None = None,
-                 bucket_s: float | None = None, progress=None) -> str:
+def build_report(
+    paths: list[Path], fmt: str = "html", slo_text: str | None = None, bucket_s: float | None = None, progress=None
+) -> str:
     """The report text for runs (and goodput results) at `paths`."""
     from kvbench import __version__
-    from kvbench.config import ConfigError
     from kvbench.analysis.metrics import parse_slo
+    from kvbench.analysis.runset import run_names
+    from kvbench.config import ConfigError
     from kvbench.present.plots import palette_for
     from kvbench.present.render import render_html, render_md
-    from kvbench.analysis.runset import run_names
 
     if fmt not in ("html", "md"):
         raise ConfigError(f"--format must be html or md, got {fmt!r}")

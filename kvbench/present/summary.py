@@ -9,13 +9,20 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from kvbench.config import ConfigError
 from kvbench.analysis.metrics import LATENCIES, Slo, slo_from_manifest
 from kvbench.analysis.runset import check_run
+from kvbench.config import ConfigError
 
 SUMMARY_VERSION = 1
-_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2e_ms": "E2E", "client_lag_ms": "client lag",
-           "tbt_ms": "TBT (Mooncake)", "queue_ms": "queueing (sim)"}
+_LABELS = {
+    "ttft_ms": "TTFT",
+    "tpot_ms": "TPOT",
+    "itl_ms": "ITL",
+    "e2e_ms": "E2E",
+    "client_lag_ms": "client lag",
+    "tbt_ms": "TBT (Mooncake)",
+    "queue_ms": "queueing (sim)",
+}
 
 
 def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) -> dict[str, Any]:
@@ -31,14 +38,34 @@ def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) ->
     try:
         figs = figures(con, slo)
         ts = timeseries(con, bucket_s, slo)
-        kept = ["t_s", "arrivals", "finished", "errors", "in_flight", "output_tok_s", "good", "ttft_p50_ms",
-                "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "hit_ratio", "trace_hit_ratio"]
+        kept = [
+            "t_s",
+            "arrivals",
+            "finished",
+            "errors",
+            "in_flight",
+            "output_tok_s",
+            "good",
+            "ttft_p50_ms",
+            "ttft_p99_ms",
+            "tpot_p50_ms",
+            "tpot_p99_ms",
+            "hit_ratio",
+            "trace_hit_ratio",
+        ]
         series = {c: [None if v != v else v for v in ts[c].astype(float).tolist()] for c in kept}
         lag = {"client_lag": manifest["client_lag"]} if "client_lag" in manifest else {}  # real endpoints only
-        return {"kvbench_summary": SUMMARY_VERSION, "run_id": manifest.get("run_id"), "run_dir": str(run_dir),
-                "status": _status(manifest), **lag, "slo_ms": slo.as_ms(), "metrics": figs,
-                "samples": samples(con, seed=int(manifest.get("seed") or 0)),
-                "timeseries": {"bucket_s": bucket_s, **series}}
+        return {
+            "kvbench_summary": SUMMARY_VERSION,
+            "run_id": manifest.get("run_id"),
+            "run_dir": str(run_dir),
+            "status": _status(manifest),
+            **lag,
+            "slo_ms": slo.as_ms(),
+            "metrics": figs,
+            "samples": samples(con, seed=int(manifest.get("seed") or 0)),
+            "timeseries": {"bucket_s": bucket_s, **series},
+        }
     finally:
         con.close()
 
@@ -51,9 +78,11 @@ def client_lag_warning(client_lag: Any, run: str) -> str | None:
     """One line when run.json's client_lag says the client fell behind (behind is true), else None."""
     if not isinstance(client_lag, dict) or client_lag.get("behind") is not True:
         return None
-    return (f"run {run}: the client fell behind the schedule: send lag p99 {_num(client_lag.get('p99_ms'), '.1f')} "
-            f"ms > threshold {_num(client_lag.get('threshold_ms'), 'g')} ms; its latencies (TTFT, E2E) include "
-            f"client delay")
+    return (
+        f"run {run}: the client fell behind the schedule: send lag p99 {_num(client_lag.get('p99_ms'), '.1f')} "
+        f"ms > threshold {_num(client_lag.get('threshold_ms'), 'g')} ms; its latencies (TTFT, E2E) include "
+        f"client delay"
+    )
 
 
 def _status(manifest: dict) -> str:
@@ -118,11 +147,17 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float]):
     from rich.table import Table
 
     t = Table(show_header=False, box=None, padding=(0, 2))
-    t.add_row("requests", f"{m['requests']:,} ({m['finished']:,} finished, {m['errors']:,} errors, "
-                          f"{m['rejected']:,} rejected, {m['cancelled']:,} cancelled, {m['running']:,} still running)")
+    t.add_row(
+        "requests",
+        f"{m['requests']:,} ({m['finished']:,} finished, {m['errors']:,} errors, "
+        f"{m['rejected']:,} rejected, {m['cancelled']:,} cancelled, {m['running']:,} still running)",
+    )
     t.add_row("duration", f"{m['duration_s']:,.3f} s (first ARRIVE to last terminal event)")
-    t.add_row("throughput", f"{_fmt(m['request_throughput'])} req/s, {_fmt(m['output_token_throughput'])} output tok/s, "
-                            f"{_fmt(m['total_token_throughput'])} total tok/s")
+    t.add_row(
+        "throughput",
+        f"{_fmt(m['request_throughput'])} req/s, {_fmt(m['output_token_throughput'])} output tok/s, "
+        f"{_fmt(m['total_token_throughput'])} total tok/s",
+    )
     slo = ", ".join(f"{k}≤{v:g} ms" for k, v in slo_ms.items()) or "none given (good = finished)"
     t.add_row("SLO", f"{slo}: attainment {_fmt(m['slo_attainment'])}, goodput {_fmt(m['goodput'])} req/s")
     t.add_row("prefix cache", f"hit ratio {_fmt(m['prefix_hit_ratio'])} (trace-implied {_fmt(m['trace_hit_ratio'])})")
@@ -134,8 +169,11 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float]):
     for k in sorted(k for k in m if k.startswith("failures.")):
         t.add_row(k, _fmt(m[k]))
     if m["kv_transfer.count"]:
-        t.add_row("KV transfers", f"{m['kv_transfer.count']:,}, {m['kv_transfer.bytes']:,} bytes, "
-                                  f"{_fmt(m['kv_transfer.time_s'])} s, {_fmt(m['kv_transfer.ttft_share'])} of TTFT")
+        t.add_row(
+            "KV transfers",
+            f"{m['kv_transfer.count']:,}, {m['kv_transfer.bytes']:,} bytes, "
+            f"{_fmt(m['kv_transfer.time_s'])} s, {_fmt(m['kv_transfer.ttft_share'])} of TTFT",
+        )
     if m["preemptions"] or m["migrations"]:
         t.add_row("preemptions", f"{m['preemptions']:,} ({m['preempted']:,} requests), migrations {m['migrations']:,}")
     return t
@@ -148,15 +186,23 @@ def _signed(v: float) -> str:
 
 def input_len_text(m: dict[str, Any]) -> str:
     """Achieved (server prompt_tokens) vs intended prompt length, one line (sql/input_len.sql)."""
-    return (f"achieved/intended {_fmt(m['input_len_ratio'])} over {m['input_len_delta.count']:,} requests, "
-            f"achieved − intended p50 "
-            f"{_signed(m['input_len_delta.p50'])} tokens (min {_signed(m['input_len_delta.min'])}, "
-            f"max {_signed(m['input_len_delta.max'])})")
+    return (
+        f"achieved/intended {_fmt(m['input_len_ratio'])} over {m['input_len_delta.count']:,} requests, "
+        f"achieved − intended p50 "
+        f"{_signed(m['input_len_delta.p50'])} tokens (min {_signed(m['input_len_delta.min'])}, "
+        f"max {_signed(m['input_len_delta.max'])})"
+    )
 
 
-_INSTANCE_COLUMNS = {"steps": "steps", "utilisation": "utilisation", "batch": "mean batch",
-                     "kv_occupancy": "KV occ. mean", "kv_occupancy_max": "KV occ. max",
-                     "prefix_hit_ratio": "prefix hit ratio", "trace_hit_ratio": "trace-implied"}
+_INSTANCE_COLUMNS = {
+    "steps": "steps",
+    "utilisation": "utilisation",
+    "batch": "mean batch",
+    "kv_occupancy": "KV occ. mean",
+    "kv_occupancy_max": "KV occ. max",
+    "prefix_hit_ratio": "prefix hit ratio",
+    "trace_hit_ratio": "trace-implied",
+}
 
 
 def _natural(name: str) -> list:
@@ -229,8 +275,20 @@ def known_metrics() -> set[str]:
     from kvbench.analysis.figures import COUNTS, NS_PER_S_RATES, STATS
 
     keys = {f"{k}.{s}" for k in LATENCIES for s in STATS} | set(COUNTS) | set(NS_PER_S_RATES.values())
-    keys |= {"duration_s", "slo_attainment", "prefix_hit_ratio", "trace_hit_ratio", "kv_transfer.count",
-             "kv_transfer.bytes", "kv_transfer.time_s", "kv_transfer.mean_ms", "kv_transfer.ttft_share",
-             "input_len_ratio", "input_len_delta.count", "input_len_delta.p50", "input_len_delta.min",
-             "input_len_delta.max"}
+    keys |= {
+        "duration_s",
+        "slo_attainment",
+        "prefix_hit_ratio",
+        "trace_hit_ratio",
+        "kv_transfer.count",
+        "kv_transfer.bytes",
+        "kv_transfer.time_s",
+        "kv_transfer.mean_ms",
+        "kv_transfer.ttft_share",
+        "input_len_ratio",
+        "input_len_delta.count",
+        "input_len_delta.p50",
+        "input_len_delta.min",
+        "input_len_delta.max",
+    }
     return keys

@@ -9,15 +9,23 @@ track never overlap. Timestamps are µs from run start. At most `max_requests` r
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from kvbench.units import ns_to_us
 
 # Phase a kind opens (None: it only closes the open phase). Real and sim names differ where the meaning does.
-_OPENS_SIM = {"SEND": "queue", "PREFILL_START": "prefill", "KV_XFER_START": "transfer", "DECODE_START": "decode",
-              "PREEMPT": "queue (preempted)", "MIGRATE": "transfer", "PREFILL_END": None, "KV_XFER_END": None}
+_OPENS_SIM = {
+    "SEND": "queue",
+    "PREFILL_START": "prefill",
+    "KV_XFER_START": "transfer",
+    "DECODE_START": "decode",
+    "PREEMPT": "queue (preempted)",
+    "MIGRATE": "transfer",
+    "PREFILL_END": None,
+    "KV_XFER_END": None,
+}
 _OPENS_REAL = {"ARRIVE": "client lag", "SEND": "waiting first token", "FIRST_TOKEN": "streaming"}
 _TERMINAL = ("FINISH", "ERROR", "REJECT", "CANCEL")
 _FAILED = _TERMINAL[1:]
@@ -90,9 +98,16 @@ def request_events(slices: list[Slice], sim: bool, pid_of: dict[str, int]) -> li
     lane_base = 1 if sim else 0  # sim lane 0 of each instance is its steps track
     out = []
     for s in slices:
-        e = {"ph": "X", "name": s.name, "cat": "request", "pid": pid_of[s.instance],
-             "tid": lane_base + lanes[s.instance][s.req_id], "ts": ns_to_us(s.start_ns),
-             "dur": ns_to_us(s.end_ns - s.start_ns), "args": {"req_id": s.req_id}}
+        e = {
+            "ph": "X",
+            "name": s.name,
+            "cat": "request",
+            "pid": pid_of[s.instance],
+            "tid": lane_base + lanes[s.instance][s.req_id],
+            "ts": ns_to_us(s.start_ns),
+            "dur": ns_to_us(s.end_ns - s.start_ns),
+            "args": {"req_id": s.req_id},
+        }
         if s.name in _FAILED:  # an instant marker on the request's lane, with the failure's detail
             del e["dur"]
             e.update(ph="i", s="t", cat="failure", args={"req_id": s.req_id, "detail": s.detail or ""})
@@ -105,12 +120,32 @@ def step_events(steps, pid_of: dict[str, int]) -> list[dict]:
     out = []
     for r in steps.itertuples(index=False):
         pid = pid_of[r.instance]
-        out.append({"ph": "X", "name": f"batch {r.batch}", "cat": "step", "pid": pid, "tid": STEPS_PID,
-                    "ts": ns_to_us(r.t_ns), "dur": ns_to_us(r.end_ns - r.t_ns),
-                    "args": {"batch": int(r.batch), "n_steps": int(r.n_steps),
-                             "prefill_tokens": int(r.prefill_tokens), "decode_tokens": int(r.decode_tokens)}})
-        out.append({"ph": "C", "name": "kv_blocks_used", "pid": pid, "ts": ns_to_us(r.t_ns),
-                    "args": {"used": int(r.kv_blocks_used)}})
+        out.append(
+            {
+                "ph": "X",
+                "name": f"batch {r.batch}",
+                "cat": "step",
+                "pid": pid,
+                "tid": STEPS_PID,
+                "ts": ns_to_us(r.t_ns),
+                "dur": ns_to_us(r.end_ns - r.t_ns),
+                "args": {
+                    "batch": int(r.batch),
+                    "n_steps": int(r.n_steps),
+                    "prefill_tokens": int(r.prefill_tokens),
+                    "decode_tokens": int(r.decode_tokens),
+                },
+            }
+        )
+        out.append(
+            {
+                "ph": "C",
+                "name": "kv_blocks_used",
+                "pid": pid,
+                "ts": ns_to_us(r.t_ns),
+                "args": {"used": int(r.kv_blocks_used)},
+            }
+        )
     return out
 
 
@@ -127,8 +162,20 @@ def metadata_events(pid_of: dict[str, int], lanes_per_pid: dict[int, int], sim: 
 
 
 # Lifecycle order breaks ties between events of one request at the same t_ns.
-_RANK = ("ARRIVE", "SEND", "ROUTE", "PREEMPT", "MIGRATE", "PREFILL_START", "PREFILL_END", "KV_XFER_START",
-         "KV_XFER_END", "DECODE_START", "FIRST_TOKEN", "LAST_TOKEN") + _TERMINAL
+_RANK = (
+    "ARRIVE",
+    "SEND",
+    "ROUTE",
+    "PREEMPT",
+    "MIGRATE",
+    "PREFILL_START",
+    "PREFILL_END",
+    "KV_XFER_START",
+    "KV_XFER_END",
+    "DECODE_START",
+    "FIRST_TOKEN",
+    "LAST_TOKEN",
+) + _TERMINAL
 DEFAULT_MAX_REQUESTS = 20_000
 MAX_STEPS = 200_000  # step rows kept (earliest first) within the selected requests' time window
 
@@ -144,13 +191,18 @@ def _read(con, run_dir: Path, max_requests: int):
     if not any((run_dir / "events").glob("*.parquet")):
         return [], 0  # a run killed before its first flush: an empty trace, not an error
     con.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet('{table_glob(run_dir)}')")
-    con.execute("CREATE TEMP TABLE sel AS SELECT req_id, min(t_ns) AS t0 FROM events GROUP BY req_id "
-                "ORDER BY t0, req_id LIMIT ?", [max_requests])
+    con.execute(
+        "CREATE TEMP TABLE sel AS SELECT req_id, min(t_ns) AS t0 FROM events GROUP BY req_id "
+        "ORDER BY t0, req_id LIMIT ?",
+        [max_requests],
+    )
     total = con.execute("SELECT count(DISTINCT req_id) FROM events").fetchone()[0]
-    rows = con.execute(f"SELECT req_id, t_ns, CAST(kind AS VARCHAR), instance, "
-                       f"CASE WHEN kind IN ('ERROR', 'REJECT', 'CANCEL') THEN detail END FROM events "
-                       f"WHERE req_id IN (SELECT req_id FROM sel) AND kind <> 'CHUNK' "
-                       f"ORDER BY req_id, t_ns, {_rank_sql()}").fetchall()
+    rows = con.execute(
+        f"SELECT req_id, t_ns, CAST(kind AS VARCHAR), instance, "
+        f"CASE WHEN kind IN ('ERROR', 'REJECT', 'CANCEL') THEN detail END FROM events "
+        f"WHERE req_id IN (SELECT req_id FROM sel) AND kind <> 'CHUNK' "
+        f"ORDER BY req_id, t_ns, {_rank_sql()}"
+    ).fetchall()
     return rows, total
 
 
@@ -159,10 +211,12 @@ def _read_steps(con, run_dir: Path, t_lo: int, t_hi: int):
 
     if not list((run_dir / "steps").glob("*.parquet")):
         return None
-    return con.execute(f"SELECT instance, t_ns, end_ns, n_steps, batch, prefill_tokens, decode_tokens, "
-                       f"kv_blocks_used FROM read_parquet('{table_glob(run_dir, 'steps')}') "
-                       f"WHERE end_ns >= ? AND t_ns <= ? ORDER BY instance, t_ns LIMIT ?",
-                       [t_lo, t_hi, MAX_STEPS]).df()
+    return con.execute(
+        f"SELECT instance, t_ns, end_ns, n_steps, batch, prefill_tokens, decode_tokens, "
+        f"kv_blocks_used FROM read_parquet('{table_glob(run_dir, 'steps')}') "
+        f"WHERE end_ns >= ? AND t_ns <= ? ORDER BY instance, t_ns LIMIT ?",
+        [t_lo, t_hi, MAX_STEPS],
+    ).df()
 
 
 def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -> dict:
@@ -192,9 +246,17 @@ def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -
     note = f"{shown:,} of {total:,} requests" + ("" if shown == total else " (earliest arrivals; --max-requests)")
     if steps is not None and len(steps) >= MAX_STEPS:
         note += f"; steps truncated to the first {MAX_STEPS:,} rows"
-    return {"traceEvents": metadata_events(pid_of, lanes, sim) + events, "displayTimeUnit": "ms",
-            "otherData": {"run_id": str(manifest.get("run_id", "")), "kind": "sim" if sim else "real",
-                          "requests": shown, "requests_total": total, "note": note}}
+    return {
+        "traceEvents": metadata_events(pid_of, lanes, sim) + events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "run_id": str(manifest.get("run_id", "")),
+            "kind": "sim" if sim else "real",
+            "requests": shown,
+            "requests_total": total,
+            "note": note,
+        },
+    }
 
 
 def write_trace(run_dir: str | Path, out: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -> dict:

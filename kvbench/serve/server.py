@@ -23,8 +23,9 @@ import hashlib
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 from aiohttp import web
@@ -63,7 +64,7 @@ class PrefixCache:
         h, hit, counting = hashlib.blake2b(digest_size=16), 0, True
         bt = self.block_tokens
         for start in range(0, len(tokens) - bt + 1, bt):
-            h.update("\x00".join(tokens[start:start + bt]).encode() + b"\x01")
+            h.update("\x00".join(tokens[start : start + bt]).encode() + b"\x01")
             key = h.digest()
             if counting and key in self._blocks:
                 hit += bt
@@ -77,8 +78,17 @@ class PrefixCache:
 
 
 class Counters:
-    __slots__ = ("requests", "running", "prompt_tokens", "cached_tokens", "generation_tokens", "errors",
-                 "disconnects", "late_sum_ns", "late_max_ns")
+    __slots__ = (
+        "requests",
+        "running",
+        "prompt_tokens",
+        "cached_tokens",
+        "generation_tokens",
+        "errors",
+        "disconnects",
+        "late_sum_ns",
+        "late_max_ns",
+    )
 
     def __init__(self) -> None:
         self.requests = self.running = self.prompt_tokens = self.cached_tokens = 0
@@ -92,15 +102,18 @@ class Counters:
                 self.late_max_ns = ns
 
     def prometheus(self) -> str:
-        rows = [("requests_total", "counter", self.requests), ("requests_running", "gauge", self.running),
-                ("prompt_tokens_total", "counter", self.prompt_tokens),
-                ("prompt_tokens_cached_total", "counter", self.cached_tokens),
-                ("generation_tokens_total", "counter", self.generation_tokens),
-                ("request_errors_total", "counter", self.errors),
-                ("client_disconnects_total", "counter", self.disconnects),
-                # streamed tokens: seconds between each token's deadline and its write (the server's own lateness)
-                ("token_lateness_seconds_sum", "counter", self.late_sum_ns / NS_PER_S),
-                ("token_lateness_seconds_max", "gauge", self.late_max_ns / NS_PER_S)]
+        rows = [
+            ("requests_total", "counter", self.requests),
+            ("requests_running", "gauge", self.running),
+            ("prompt_tokens_total", "counter", self.prompt_tokens),
+            ("prompt_tokens_cached_total", "counter", self.cached_tokens),
+            ("generation_tokens_total", "counter", self.generation_tokens),
+            ("request_errors_total", "counter", self.errors),
+            ("client_disconnects_total", "counter", self.disconnects),
+            # streamed tokens: seconds between each token's deadline and its write (the server's own lateness)
+            ("token_lateness_seconds_sum", "counter", self.late_sum_ns / NS_PER_S),
+            ("token_lateness_seconds_max", "gauge", self.late_max_ns / NS_PER_S),
+        ]
         return "".join(f"# TYPE kvbench:{n} {t}\nkvbench:{n} {v}\n" for n, t, v in rows)
 
 
@@ -154,8 +167,14 @@ def parse_job(body: Any, chat: bool, eos_tokens: int) -> Job:
     if eos_tokens and not body.get("ignore_eos", False):
         out = min(max_tokens, max(eos_tokens, int(body.get("min_tokens") or 0)))
     opts = body.get("stream_options") or {}
-    return Job(chat, words, max_tokens, out, bool(body.get("stream", False)),
-               bool(isinstance(opts, dict) and opts.get("include_usage")))
+    return Job(
+        chat,
+        words,
+        max_tokens,
+        out,
+        bool(body.get("stream", False)),
+        bool(isinstance(opts, dict) and opts.get("include_usage")),
+    )
 
 
 def make_app(planner: Planner, opts: ServeOptions) -> web.Application:
@@ -163,9 +182,16 @@ def make_app(planner: Planner, opts: ServeOptions) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     gen = Generator(planner, opts, PrefixCache(opts.block_tokens, opts.cache_blocks), Counters())
     app["gen"] = gen
-    app.add_routes([web.post("/v1/completions", gen.completions), web.post("/v1/chat/completions", gen.chat),
-                    web.get("/v1/models", gen.models), web.get("/health", _health),
-                    web.get("/metrics", gen.metrics), web.post("/tokenize", gen.tokenize)])
+    app.add_routes(
+        [
+            web.post("/v1/completions", gen.completions),
+            web.post("/v1/chat/completions", gen.chat),
+            web.get("/v1/models", gen.models),
+            web.get("/health", _health),
+            web.get("/metrics", gen.metrics),
+            web.post("/tokenize", gen.tokenize),
+        ]
+    )
     return app
 
 
@@ -182,8 +208,9 @@ def error_response(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
-async def serve_forever(planner: Planner, opts: ServeOptions, host: str, port: int,
-                        ready: Callable[[str], None]) -> None:
+async def serve_forever(
+    planner: Planner, opts: ServeOptions, host: str, port: int, ready: Callable[[str], None]
+) -> None:
     """Listen on host:port (0: the OS picks), call `ready(base_url)` once bound, serve until cancelled."""
     runner = web.AppRunner(make_app(planner, opts), access_log=None, handle_signals=True)
     await runner.setup()
@@ -242,13 +269,28 @@ class Generator:
             c.generation_tokens += stream.sent
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": self.opts.model, "object": "model", "created": 0, "owned_by": "kvbench",
-             "max_model_len": self.opts.max_model_len}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.opts.model,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": "kvbench",
+                        "max_model_len": self.opts.max_model_len,
+                    }
+                ],
+            }
+        )
 
     async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(text=self.counters.prometheus(), content_type="text/plain", charset="utf-8",
-                            headers={"X-Prometheus-Format": "0.0.4"})
+        return web.Response(
+            text=self.counters.prometheus(),
+            content_type="text/plain",
+            charset="utf-8",
+            headers={"X-Prometheus-Format": "0.0.4"},
+        )
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """llama.cpp style {"content": ...}, vLLM style {"prompt": ...} or {"messages": [...]}."""
@@ -260,8 +302,9 @@ class Generator:
                 words = completion_words(body.get("content", body.get("prompt")))
         except (ValueError, TypeError, AttributeError) as e:
             return error_response(400, str(e))
-        return web.json_response({"tokens": token_ids(words), "count": len(words),
-                                  "max_model_len": self.opts.max_model_len})
+        return web.json_response(
+            {"tokens": token_ids(words), "count": len(words), "max_model_len": self.opts.max_model_len}
+        )
 
 
 class _Stream:
@@ -269,8 +312,17 @@ class _Stream:
 
     __slots__ = ("request", "job", "model", "rid", "cached", "plan", "t0_ns", "created", "sent", "counters")
 
-    def __init__(self, request: web.Request, job: Job, model: str, seq: int, cached: int, plan: Plan, t0_ns: int,
-                 counters: Counters):
+    def __init__(
+        self,
+        request: web.Request,
+        job: Job,
+        model: str,
+        seq: int,
+        cached: int,
+        plan: Plan,
+        t0_ns: int,
+        counters: Counters,
+    ):
         self.request, self.job, self.model, self.cached, self.plan = request, job, model, cached, plan
         self.rid = f"{'chatcmpl' if job.chat else 'cmpl'}-{seq}"
         self.t0_ns, self.created = t0_ns, time.time_ns() // NS_PER_S
@@ -279,8 +331,12 @@ class _Stream:
 
     def usage(self) -> dict:
         p, n = len(self.job.prompt_tokens), self.job.out_tokens
-        return {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n,
-                "prompt_tokens_details": {"cached_tokens": self.cached}}
+        return {
+            "prompt_tokens": p,
+            "completion_tokens": n,
+            "total_tokens": p + n,
+            "prompt_tokens_details": {"cached_tokens": self.cached},
+        }
 
     def finish_reason(self) -> str:
         return "length" if self.job.out_tokens == self.job.max_tokens else "stop"
@@ -308,9 +364,19 @@ class _Stream:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(self.request)
         if self.job.chat:  # role first, as OpenAI and vLLM do; it carries no token
-            await resp.write(b"data: " + orjson.dumps({"id": self.rid, "object": "chat.completion.chunk",
-                             "created": self.created, "model": self.model, "choices": [{"index": 0,
-                             "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}) + b"\n\n")
+            await resp.write(
+                b"data: "
+                + orjson.dumps(
+                    {
+                        "id": self.rid,
+                        "object": "chat.completion.chunk",
+                        "created": self.created,
+                        "model": self.model,
+                        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                    }
+                )
+                + b"\n\n"
+            )
         first, itl = self.t0_ns + self.plan.ttft_ns, self.plan.itl_ns
         n = self.job.out_tokens
         for i in range(n):
@@ -320,8 +386,14 @@ class _Stream:
             self.sent += 1
         await resp.write(self.chunk(None, self.finish_reason()))
         if self.job.include_usage:
-            body = {"id": self.rid, "object": "chat.completion.chunk" if self.job.chat else "text_completion",
-                    "created": self.created, "model": self.model, "choices": [], "usage": self.usage()}
+            body = {
+                "id": self.rid,
+                "object": "chat.completion.chunk" if self.job.chat else "text_completion",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": self.usage(),
+            }
             await resp.write(b"data: " + orjson.dumps(body) + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
@@ -333,17 +405,27 @@ class _Stream:
         text = "".join(f" w{i}" for i in range(n))
         self.sent = n
         if self.job.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "finish_reason": self.finish_reason()}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": self.finish_reason(),
+            }
         else:
             choice = {"index": 0, "text": text, "finish_reason": self.finish_reason()}
-        body = {"id": self.rid, "object": "chat.completion" if self.job.chat else "text_completion",
-                "created": self.created, "model": self.model, "choices": [choice], "usage": self.usage()}
+        body = {
+            "id": self.rid,
+            "object": "chat.completion" if self.job.chat else "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage(),
+        }
         return web.Response(body=orjson.dumps(body), content_type="application/json")
 
 
-def run_server(spec: TargetSpec, opts: ServeOptions, host: str, port: int, seed: int = 0,
-               ready: Callable[[str], None] = print) -> int:
+def run_server(
+    spec: TargetSpec, opts: ServeOptions, host: str, port: int, seed: int = 0, ready: Callable[[str], None] = print
+) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit code."""
     from aiohttp.web_runner import GracefulExit
 
@@ -352,8 +434,9 @@ def run_server(spec: TargetSpec, opts: ServeOptions, host: str, port: int, seed:
     if opts.block_tokens < 1 or opts.cache_blocks < 0:
         raise ConfigError("--block-tokens must be >= 1 and --cache-blocks >= 0")
     planner, eos = planner_for(spec, seed)
-    opts = ServeOptions(opts.model, opts.block_tokens, opts.cache_blocks, opts.max_model_len, eos,
-                        plan_in_thread=spec.kind == "sim")
+    opts = ServeOptions(
+        opts.model, opts.block_tokens, opts.cache_blocks, opts.max_model_len, eos, plan_in_thread=spec.kind == "sim"
+    )
     try:
         asyncio.run(serve_forever(planner, opts, host, port, ready))
     except (KeyboardInterrupt, GracefulExit):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from kvbench.config import ConfigError
 from kvbench.target import TargetSpec
@@ -24,8 +25,9 @@ def fixed_planner(spec: TargetSpec) -> tuple[Planner, int]:
     p = spec.params
     for key in p:
         if key not in FIXED_KEYS:
-            raise ConfigError(f"{spec.source}: kvbench serve: unknown fixed target key {key!r}; "
-                              f"allowed: {', '.join(FIXED_KEYS[1:])}")
+            raise ConfigError(
+                f"{spec.source}: kvbench serve: unknown fixed target key {key!r}; allowed: {', '.join(FIXED_KEYS[1:])}"
+            )
     for key in FIXED_KEYS[1:]:
         v = p.get(key, 0)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
@@ -47,5 +49,7 @@ def planner_for(spec: TargetSpec, seed: int) -> tuple[Planner, int]:
         from kvbench.serve.sim_timing import sim_planner
 
         return sim_planner(spec, seed), 0
-    raise ConfigError(f"kvbench serve: --target must be fixed:ttft_ms=..,itl_ms=.. or sim[:PRESET], "
-                      f"got a {spec.kind!r} target ({spec.source})")
+    raise ConfigError(
+        f"kvbench serve: --target must be fixed:ttft_ms=..,itl_ms=.. or sim[:PRESET], "
+        f"got a {spec.kind!r} target ({spec.source})"
+    )

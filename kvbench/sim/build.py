@@ -72,8 +72,9 @@ def make_tiers(cfg: ClusterCfg, n_nodes: int, kv_bytes: int, links: Links):
             continue
         for n in range(n_nodes):
             below = (by_node[n].get("ssd") if tc.kind == "dram" else None) or pool
-            by_node[n][tc.kind] = Tier(f"{tc.kind}:node-{n}", tc.kind, tc.capacity_tokens // pbt, below,
-                                       links.on(n, tc.link, where))
+            by_node[n][tc.kind] = Tier(
+                f"{tc.kind}:node-{n}", tc.kind, tc.capacity_tokens // pbt, below, links.on(n, tc.link, where)
+            )
     return by_node, pool
 
 
@@ -84,11 +85,15 @@ def make_engines(cfg: ClusterCfg, sim, costs: dict, links: Links, rows, rng: ran
     for p in cfg.pools:
         cost = costs[p.name]
         if cfg.prefix_block_tokens % p.block_tokens:
-            raise ConfigError(f"{_where(cfg, f'pools.{p.name}')}: key 'block_tokens' = {p.block_tokens} must divide "
-                              f"prefix_block_tokens = {cfg.prefix_block_tokens}")
+            raise ConfigError(
+                f"{_where(cfg, f'pools.{p.name}')}: key 'block_tokens' = {p.block_tokens} must divide "
+                f"prefix_block_tokens = {cfg.prefix_block_tokens}"
+            )
         if p.chunked_prefill and p.max_running >= p.token_budget:
-            raise ConfigError(f"{_where(cfg, f'pools.{p.name}')}: key 'max_running' = {p.max_running} must be below "
-                              f"token_budget = {p.token_budget} (decode tokens count toward the budget)")
+            raise ConfigError(
+                f"{_where(cfg, f'pools.{p.name}')}: key 'max_running' = {p.max_running} must be below "
+                f"token_budget = {p.token_budget} (decode tokens count toward the budget)"
+            )
         for i in range(p.instances):
             if gpu_at % gpn + p.tp > gpn:  # an instance never straddles two nodes
                 gpu_at += gpn - gpu_at % gpn
@@ -99,6 +104,7 @@ def make_engines(cfg: ClusterCfg, sim, costs: dict, links: Links, rows, rng: ran
             hbm = None
             if cfg.prefix_caching and p.role != "decode":
                 hbm = Tier(f"hbm:{name}", "hbm", 0)
-            engines.append(Engine(name, p.role, node, p, cost.kv_capacity_tokens(), pricer, sim, hbm, rows,
-                                  len(engines)))
+            engines.append(
+                Engine(name, p.role, node, p, cost.kv_capacity_tokens(), pricer, sim, hbm, rows, len(engines))
+            )
     return engines, -(-gpu_at // gpn)

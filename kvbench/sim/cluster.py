@@ -20,19 +20,53 @@ ROUTER_PARAMS: dict[str, dict[str, Any]] = {
     "round_robin": {},
     "random": {},
     "least_loaded": {},
-    "cache_aware": {"cache_threshold": 0.3, "balance_abs_threshold": 64, "balance_rel_threshold": 1.5,
-                    "max_tree_blocks": 32_768},  # SGLang max_tree_size 2^24 tokens = 32,768 blocks of 512
-    "conductor": {"kvcache_balancing_threshold": 4, "ttft_slo_ms": 0.0, "tbt_slo_ms": 0.0,
-                  "predict_decode_load": False},
+    "cache_aware": {
+        "cache_threshold": 0.3,
+        "balance_abs_threshold": 64,
+        "balance_rel_threshold": 1.5,
+        "max_tree_blocks": 32_768,
+    },  # SGLang max_tree_size 2^24 tokens = 32,768 blocks of 512
+    "conductor": {
+        "kvcache_balancing_threshold": 4,
+        "ttft_slo_ms": 0.0,
+        "tbt_slo_ms": 0.0,
+        "predict_decode_load": False,
+    },
     "kv_router": {"prefill_load_scale": 1.0, "temperature": 0.0, "host_hit_weight": 0.75},
     "cpd": {"warm_threshold": 0.5},
 }
-TOP_KEYS = ("kind", "description", "model", "gpus_per_node", "frontend_ms", "prefix_caching", "prefix_block_tokens",
-            "engine", "pools", "router", "transfer", "tiers", "spec_decode", "reschedule", "long_context")
+TOP_KEYS = (
+    "kind",
+    "description",
+    "model",
+    "gpus_per_node",
+    "frontend_ms",
+    "prefix_caching",
+    "prefix_block_tokens",
+    "engine",
+    "pools",
+    "router",
+    "transfer",
+    "tiers",
+    "spec_decode",
+    "reschedule",
+    "long_context",
+)
 ENGINE_KEYS = ("token_budget", "max_running", "block_tokens", "chunked_prefill")
 # Cost-model keys of a pool table (kvbench/sim/cost.py COST_KEYS; `gpus_per_node` is top-level here).
-COST_KEYS = ("model", "gpu", "tp", "mfu", "mbu", "step_overhead_ns", "layer_overhead_ns", "mem_fraction",
-             "dp_attention", "allreduce_link", "profile")
+COST_KEYS = (
+    "model",
+    "gpu",
+    "tp",
+    "mfu",
+    "mbu",
+    "step_overhead_ns",
+    "layer_overhead_ns",
+    "mem_fraction",
+    "dp_attention",
+    "allreduce_link",
+    "profile",
+)
 POOL_KEYS = ("role", "instances") + COST_KEYS + ENGINE_KEYS
 
 
@@ -131,8 +165,17 @@ class _Reader:
         check_keys(value, allowed, self.path, self.text, section)
         return value
 
-    def num(self, data: dict, key: str, default, section: str, lo: float = 0, hi: float = float("inf"),
-            integer: bool = False, open_lo: bool = False):
+    def num(
+        self,
+        data: dict,
+        key: str,
+        default,
+        section: str,
+        lo: float = 0,
+        hi: float = float("inf"),
+        integer: bool = False,
+        open_lo: bool = False,
+    ):
         value = data.get(key, default)
         full = f"{section}.{key}" if section else key
         ok_type = int if integer else (int, float)
@@ -189,8 +232,9 @@ def _engine(r: _Reader, base: dict, section: str, defaults: dict) -> dict:
     return {
         "token_budget": r.num(base, "token_budget", defaults.get("token_budget", 8192), section, 1, integer=True),
         "max_running": r.num(base, "max_running", defaults.get("max_running", 256), section, 1, integer=True),
-        "block_tokens": r.num(base, "block_tokens", defaults.get("block_tokens", 16), section, 1, 1 << 20,
-                              integer=True),
+        "block_tokens": r.num(
+            base, "block_tokens", defaults.get("block_tokens", 16), section, 1, 1 << 20, integer=True
+        ),
         "chunked_prefill": r.boolean(base, "chunked_prefill", defaults.get("chunked_prefill", True), section),
     }
 
@@ -209,12 +253,23 @@ def _pools(r: _Reader, data: dict, engine: dict, gpus_per_node: int, model) -> t
         cost = {k: t[k] for k in COST_KEYS if k in t}
         cost.setdefault("model", model)
         cost["gpus_per_node"] = gpus_per_node
-        out.append(PoolCfg(name, r.choice(t, "role", None, ROLES, sec), r.num(t, "instances", 1, sec, 1, integer=True),
-                           tp, cost=tuple(sorted(cost.items())), **_engine(r, t, sec, engine)))
+        out.append(
+            PoolCfg(
+                name,
+                r.choice(t, "role", None, ROLES, sec),
+                r.num(t, "instances", 1, sec, 1, integer=True),
+                tp,
+                cost=tuple(sorted(cost.items())),
+                **_engine(r, t, sec, engine),
+            )
+        )
     roles = tuple(sorted({p.role for p in out}))
     if roles not in LAYOUTS or len(out) != len(roles):
-        raise r.fail("pools", "pools must be one 'colocated' pool, or one 'prefill' + one 'decode' pool, or "
-                              f"'pre_prefill' + 'prefill' + 'decode' (CPD); got roles {', '.join(p.role for p in out)}")
+        raise r.fail(
+            "pools",
+            "pools must be one 'colocated' pool, or one 'prefill' + one 'decode' pool, or "
+            f"'pre_prefill' + 'prefill' + 'decode' (CPD); got roles {', '.join(p.role for p in out)}",
+        )
     return tuple(out)
 
 
@@ -259,14 +314,22 @@ def _spec_decode(r: _Reader, data: dict) -> SpecDecodeCfg | None:
     t = r.table(data, sec, ("k", "acceptance", "draft_model", "draft_apart", "draft_link"), sec)
     k = r.num(t, "k", 3, sec, 1, 16, integer=True)
     acc = t.get("acceptance")
-    if not isinstance(acc, list) or len(acc) != k or not all(
-            isinstance(a, (int, float)) and not isinstance(a, bool) and 0 <= a <= 1 for a in acc):
+    if (
+        not isinstance(acc, list)
+        or len(acc) != k
+        or not all(isinstance(a, (int, float)) and not isinstance(a, bool) and 0 <= a <= 1 for a in acc)
+    ):
         raise r.fail(f"{sec}.acceptance", f"expected a list of k={k} probabilities in [0, 1], got {acc!r}")
     draft = t.get("draft_model", "")
     if not isinstance(draft, str):
         raise r.fail(f"{sec}.draft_model", f"expected a model name or '', got {draft!r}")
-    return SpecDecodeCfg(k, tuple(float(a) for a in acc), draft, r.boolean(t, "draft_apart", False, sec),
-                         r.string(t, "draft_link", "nvlink-h100", sec))
+    return SpecDecodeCfg(
+        k,
+        tuple(float(a) for a in acc),
+        draft,
+        r.boolean(t, "draft_apart", False, sec),
+        r.string(t, "draft_link", "nvlink-h100", sec),
+    )
 
 
 def _reschedule(r: _Reader, data: dict, layout: str) -> RescheduleCfg | None:
@@ -276,10 +339,13 @@ def _reschedule(r: _Reader, data: dict, layout: str) -> RescheduleCfg | None:
     t = r.table(data, sec, ("interval_ms", "predictor_error", "imbalance", "max_migrations", "link"), sec)
     if layout == "colocated":
         raise r.fail(sec, "decode rescheduling needs a decode pool (pd or cpd layout)")
-    return RescheduleCfg(ms_to_ns(r.num(t, "interval_ms", 500.0, sec, 0, open_lo=True)),
-                         float(r.num(t, "predictor_error", 0.2, sec, 0, 10)),
-                         float(r.num(t, "imbalance", 0.25, sec, 0)),
-                         r.num(t, "max_migrations", 4, sec, 1, integer=True), r.string(t, "link", "roce-mooncake", sec))
+    return RescheduleCfg(
+        ms_to_ns(r.num(t, "interval_ms", 500.0, sec, 0, open_lo=True)),
+        float(r.num(t, "predictor_error", 0.2, sec, 0, 10)),
+        float(r.num(t, "imbalance", 0.25, sec, 0)),
+        r.num(t, "max_migrations", 4, sec, 1, integer=True),
+        r.string(t, "link", "roce-mooncake", sec),
+    )
 
 
 def _long_context(r: _Reader, data: dict, pools: tuple[PoolCfg, ...]) -> LongContextCfg | None:
@@ -291,8 +357,11 @@ def _long_context(r: _Reader, data: dict, pools: tuple[PoolCfg, ...]) -> LongCon
     if first is None:
         raise r.fail(sec, "splitting long prefills needs a prefill pool (pd or cpd layout)")
     n = r.num(t, "instances", 2, sec, 2, first.instances, integer=True)
-    return LongContextCfg(r.tokens(t, "threshold_tokens", sec) if "threshold_tokens" in t else 131_072, n,
-                          r.choice(t, "mode", "pipeline", LONG_CONTEXT_MODES, sec))
+    return LongContextCfg(
+        r.tokens(t, "threshold_tokens", sec) if "threshold_tokens" in t else 131_072,
+        n,
+        r.choice(t, "mode", "pipeline", LONG_CONTEXT_MODES, sec),
+    )
 
 
 def parse_cluster(params: dict[str, Any], source: str) -> ClusterCfg:
@@ -309,18 +378,29 @@ def parse_cluster(params: dict[str, Any], source: str) -> ClusterCfg:
     layout = LAYOUTS[tuple(sorted({p.role for p in pools}))]
     router, router_params = _router(r, params, layout)
     tr = r.table(params, "transfer", ("link", "intra_link", "granularity", "layerwise"), "transfer")
-    transfer = TransferCfg(r.string(tr, "link", "roce-mooncake", "transfer"),
-                           r.string(tr, "intra_link", "nvlink-h100", "transfer"),
-                           r.choice(tr, "granularity", "layer", GRANULARITIES, "transfer"),
-                           r.boolean(tr, "layerwise", True, "transfer"))
+    transfer = TransferCfg(
+        r.string(tr, "link", "roce-mooncake", "transfer"),
+        r.string(tr, "intra_link", "nvlink-h100", "transfer"),
+        r.choice(tr, "granularity", "layer", GRANULARITIES, "transfer"),
+        r.boolean(tr, "layerwise", True, "transfer"),
+    )
     return ClusterCfg(
-        source=r.path, model=model, pools=pools, layout=layout,
-        router=router, router_params=router_params, transfer=transfer, tiers=_tiers(r, params),
-        gpus_per_node=gpn, frontend_ns=ms_to_ns(r.num(params, "frontend_ms", 0.0, "")),
+        source=r.path,
+        model=model,
+        pools=pools,
+        layout=layout,
+        router=router,
+        router_params=router_params,
+        transfer=transfer,
+        tiers=_tiers(r, params),
+        gpus_per_node=gpn,
+        frontend_ns=ms_to_ns(r.num(params, "frontend_ms", 0.0, "")),
         prefix_caching=r.boolean(params, "prefix_caching", True, ""),
         prefix_block_tokens=r.num(params, "prefix_block_tokens", 512, "", 1, integer=True),
-        spec_decode=_spec_decode(r, params), reschedule=_reschedule(r, params, layout),
-        long_context=_long_context(r, params, pools))
+        spec_decode=_spec_decode(r, params),
+        reschedule=_reschedule(r, params, layout),
+        long_context=_long_context(r, params, pools),
+    )
 
 
 def location(source: str, key: str) -> str:

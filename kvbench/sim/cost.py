@@ -29,13 +29,16 @@ closed form (floor sums), to the sum of the single steps: the engine advances wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kvbench.config import ConfigError
-from kvbench.sim.cost_runs import SHIFT, S, Lines, run_sum, run_within
+from kvbench.sim.cost_runs import SHIFT, Lines, S, run_sum, run_within
 from kvbench.sim.spec import GpuSpec, LinkSpec, ModelSpec, gpu_from, link_from, model_from
-from kvbench.sim.spec import gpu as spec_gpu, link as spec_link, model as spec_model
+from kvbench.sim.spec import gpu as spec_gpu
+from kvbench.sim.spec import link as spec_link
+from kvbench.sim.spec import model as spec_model
 
 
 def default_allreduce_link(g: GpuSpec) -> LinkSpec:
@@ -63,8 +66,9 @@ class CostModel:
         byte_units = S * 1e9 / (g.hbm_bytes_per_s * g.mbu)  # fixed-point units per HBM byte on one GPU
         kv_div = tp if self.dp_attention else min(tp, m.n_kv_heads)
         ar_ns = 0 if tp == 1 else 2 * m.n_layers * ar.alpha_ns
-        ar_tok = 0.0 if tp == 1 else (2 * m.n_layers * 2 * (tp - 1) / tp * m.hidden * 2 * 1e9
-                                      / ar.effective_bytes_per_s)
+        ar_tok = (
+            0.0 if tp == 1 else (2 * m.n_layers * 2 * (tp - 1) / tp * m.hidden * 2 * 1e9 / ar.effective_bytes_per_s)
+        )
         setattr_ = object.__setattr__
         setattr_(self, "_ct", round(flop_units * 2 * m.active_params))  # per new token
         setattr_(self, "_cp", round(flop_units * m.attn_flops_per_pair()))  # per attention pair
@@ -170,13 +174,28 @@ class CostModel:
             raise ConfigError(
                 f"model {self.model.name} ({self.model.weight_bytes() / gb:.1f} GB of weights) does not fit in "
                 f"tp={self.tp} x {self.gpu.name} ({self.usable_bytes() / gb:.1f} GB usable at mem_fraction="
-                f"{self.mem_fraction}); raise tp or pick a larger GPU")
+                f"{self.mem_fraction}); raise tp or pick a larger GPU"
+            )
         return int((self.usable_bytes() - self.model.weight_bytes()) // self.kv_bytes_per_token_instance())
 
 
 # Keys of a pool table that configure its cost model; the caller rejects keys outside COST_KEYS | its own keys.
-COST_KEYS = frozenset({"model", "gpu", "tp", "gpus_per_node", "mfu", "mbu", "step_overhead_ns", "layer_overhead_ns",
-                       "mem_fraction", "dp_attention", "allreduce_link", "profile"})
+COST_KEYS = frozenset(
+    {
+        "model",
+        "gpu",
+        "tp",
+        "gpus_per_node",
+        "mfu",
+        "mbu",
+        "step_overhead_ns",
+        "layer_overhead_ns",
+        "mem_fraction",
+        "dp_attention",
+        "allreduce_link",
+        "profile",
+    }
+)
 _GPU_OVERRIDES = ("mfu", "mbu", "step_overhead_ns", "layer_overhead_ns")
 
 
@@ -195,8 +214,11 @@ def _check_tp(m: ModelSpec, tp: Any, per_node: Any, where: str) -> None:
         raise ConfigError(f"{where}: key 'gpus_per_node' = {per_node!r}: expected a whole number >= 1")
     allowed = [d for d in range(1, per_node + 1) if m.n_heads % d == 0]
     if isinstance(tp, bool) or not isinstance(tp, int) or tp not in allowed:
-        why = f"exceeds gpus_per_node = {per_node}" if isinstance(tp, int) and tp > per_node else \
-            f"must divide n_heads = {m.n_heads} of {m.name}"
+        why = (
+            f"exceeds gpus_per_node = {per_node}"
+            if isinstance(tp, int) and tp > per_node
+            else f"must divide n_heads = {m.n_heads} of {m.name}"
+        )
         raise ConfigError(f"{where}: key 'tp' = {tp!r} {why}; allowed: {', '.join(map(str, allowed))}")
 
 
@@ -204,7 +226,7 @@ def cost_model(cfg: dict, where: str) -> Any:
     """CostModel (or ProfileCost when `profile` names a CSV) from a pool table; see COST_KEYS. Errors name `where`."""
     for key in ("model", "gpu"):
         if key not in cfg:
-            raise ConfigError(f"{where}: missing key {key!r} (e.g. model = \"Llama-3.1-8B\", gpu = \"H100\")")
+            raise ConfigError(f'{where}: missing key {key!r} (e.g. model = "Llama-3.1-8B", gpu = "H100")')
     m = _named_or_table(cfg, "model", where, spec_model, model_from)
     g = _named_or_table(cfg, "gpu", where, spec_gpu, gpu_from)
     if any(k in cfg for k in _GPU_OVERRIDES):

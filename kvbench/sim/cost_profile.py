@@ -53,8 +53,9 @@ def _read_rows(path: Path, where: str) -> list[tuple[int, int, int, int, float]]
         reader = csv.DictReader(f)
         missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise ConfigError(f"{where}: profile {path}: missing column(s) {', '.join(missing)}; "
-                              f"expected {', '.join(COLUMNS)}")
+            raise ConfigError(
+                f"{where}: profile {path}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}"
+            )
         rows = []
         for line, r in enumerate(reader, start=2):
             try:
@@ -63,8 +64,10 @@ def _read_rows(path: Path, where: str) -> list[tuple[int, int, int, int, float]]
             except (ValueError, TypeError):
                 raise ConfigError(f"{path}:{line}: expected whole numbers and time_ms, got {dict(r)}") from None
             if min(p, c, b, k) < 0 or not t > 0 or (p == 0) == (b == 0):
-                raise ConfigError(f"{path}:{line}: need counts >= 0, time_ms > 0 and exactly one of "
-                                  f"prefill_tokens / batch > 0 (prefill row or decode row)")
+                raise ConfigError(
+                    f"{path}:{line}: need counts >= 0, time_ms > 0 and exactly one of "
+                    f"prefill_tokens / batch > 0 (prefill row or decode row)"
+                )
             rows.append((p, c, b, k, t))
     return rows
 
@@ -74,8 +77,13 @@ class ProfileCost:
 
     __slots__ = ("roofline", "model", "gpu", "tp", "_pn", "_pt", "_q", "_db", "_da", "_ds")
 
-    def __init__(self, roofline: CostModel, prefill: list[tuple[int, int, float]],
-                 decode: list[tuple[int, int, float]], where: str) -> None:
+    def __init__(
+        self,
+        roofline: CostModel,
+        prefill: list[tuple[int, int, float]],
+        decode: list[tuple[int, int, float]],
+        where: str,
+    ) -> None:
         self.roofline, self.model, self.gpu, self.tp = roofline, roofline.model, roofline.gpu, roofline.tp
         base = sorted((n, t) for n, c, t in prefill if c == 0)
         if not base or not decode:
@@ -91,7 +99,7 @@ class ProfileCost:
         self._da, self._ds = [a for a, _ in fits], [s for _, s in fits]
 
     @classmethod
-    def load(cls, path: str | Path, roofline: CostModel, where: str) -> "ProfileCost":
+    def load(cls, path: str | Path, roofline: CostModel, where: str) -> ProfileCost:
         rows = _read_rows(Path(path), where)
         prefill = [(p, c, ms_to_ns(t)) for p, c, b, k, t in rows if b == 0]
         decode = [(b, k, ms_to_ns(t)) for p, c, b, k, t in rows if p == 0]

@@ -8,7 +8,7 @@ keeps its coefficients as integers in S units per ns so that a run sums exactly,
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 SHIFT = 20
 S = 1 << SHIFT  # fixed-point units per nanosecond (a power of two, so the floor is a shift)

@@ -15,11 +15,51 @@ from kvbench.sim.job import DECODE, HANDOFF, PREFILL, WAITING, Job
 
 
 class Engine:
-    __slots__ = ("name", "role", "node", "sim", "loop", "pricer", "hbm", "pbt", "rows", "budget", "cap", "chunked",
-                 "bs", "kv_total", "blocks_total", "waiting", "prefilling", "running", "dheap", "B", "steps",
-                 "kv_used", "kv_dec", "busy", "hold", "version", "r_t0", "r_n", "r_B", "r_K", "r_chunks", "r_P",
-                 "r_blocks", "incoming", "queued_tokens", "seq", "tok", "index", "joining", "watermark", "leaving",
-                 "tps", "end_cb")
+    __slots__ = (
+        "name",
+        "role",
+        "node",
+        "sim",
+        "loop",
+        "pricer",
+        "hbm",
+        "pbt",
+        "rows",
+        "budget",
+        "cap",
+        "chunked",
+        "bs",
+        "kv_total",
+        "blocks_total",
+        "waiting",
+        "prefilling",
+        "running",
+        "dheap",
+        "B",
+        "steps",
+        "kv_used",
+        "kv_dec",
+        "busy",
+        "hold",
+        "version",
+        "r_t0",
+        "r_n",
+        "r_B",
+        "r_K",
+        "r_chunks",
+        "r_P",
+        "r_blocks",
+        "incoming",
+        "queued_tokens",
+        "seq",
+        "tok",
+        "index",
+        "joining",
+        "watermark",
+        "leaving",
+        "tps",
+        "end_cb",
+    )
 
     def __init__(self, name: str, role: str, node: int, pool, kv_tokens: int, pricer, sim, hbm, rows, index: int):
         self.name, self.role, self.node, self.sim, self.index = name, role, node, sim, index
@@ -244,8 +284,19 @@ class Engine:
             self._take(job, need)
             job.state = PREFILL
             self.prefilling.append(job)
-            emit((t, job.rid, PREFILL_START, self.name, job.prefill_left, job.cached, None, None,
-                  "recompute" if job.preempts else None))
+            emit(
+                (
+                    t,
+                    job.rid,
+                    PREFILL_START,
+                    self.name,
+                    job.prefill_left,
+                    job.cached,
+                    None,
+                    None,
+                    "recompute" if job.preempts else None,
+                )
+            )
             c = job.prefill_left if (job.prefill_left < budget or not self.chunked) else budget
             chunks.append((job, c))
             budget -= c
@@ -268,8 +319,9 @@ class Engine:
             g = B * n * self.tok
             self.kv_used += g
             self.kv_dec += g
-        self.rows((self.name, self.r_t0, t, n, B + len(chunks), self.r_P, B * self.tps, self.r_blocks,
-                   self.blocks_total))
+        self.rows(
+            (self.name, self.r_t0, t, n, B + len(chunks), self.r_P, B * self.tps, self.r_blocks, self.blocks_total)
+        )
         done = self._advance_prefill(chunks) if chunks else ()
         if B and self.dheap and self.dheap[0][0] <= self.steps:
             self._finish_decodes(t)

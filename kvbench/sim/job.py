@@ -11,9 +11,30 @@ class Job:
     """Where a request is and what it still needs. Decode progress is lazy: `end_step` is the engine's decode-step
     counter value at which the job's last token is produced, so a run of n steps costs nothing per job."""
 
-    __slots__ = ("req", "rid", "n_in", "n_out", "state", "engine", "decode", "prefill_left", "ctx", "cached",
-                 "hit_tier", "kv", "join_step", "end_step", "seq", "first_ns", "preempts",
-                 "steps_left", "parts", "parent", "base", "pending")
+    __slots__ = (
+        "req",
+        "rid",
+        "n_in",
+        "n_out",
+        "state",
+        "engine",
+        "decode",
+        "prefill_left",
+        "ctx",
+        "cached",
+        "hit_tier",
+        "kv",
+        "join_step",
+        "end_step",
+        "seq",
+        "first_ns",
+        "preempts",
+        "steps_left",
+        "parts",
+        "parent",
+        "base",
+        "pending",
+    )
 
     def __init__(self, req: Request):
         self.req = req

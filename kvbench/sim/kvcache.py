@@ -4,8 +4,8 @@ that walks a request's block hashes down a chain of tiers and stops at the first
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
 from itertools import islice
-from typing import Iterable, Sequence
 
 
 class Tier:
@@ -17,7 +17,7 @@ class Tier:
 
     __slots__ = ("name", "kind", "capacity_blocks", "blocks", "below", "link", "hit_blocks", "inserted", "evicted")
 
-    def __init__(self, name: str, kind: str, capacity_blocks: int, below: "Tier | None" = None, link=None):
+    def __init__(self, name: str, kind: str, capacity_blocks: int, below: Tier | None = None, link=None):
         self.name = name  # unique, e.g. "hbm:decode-1", "dram:node-0", "pool"
         self.kind = kind  # "hbm" | "dram" | "ssd" | "pool": what the event log's `tier` column says
         self.capacity_blocks = capacity_blocks

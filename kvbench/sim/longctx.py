@@ -30,8 +30,9 @@ class LongContext:
 
     def split(self, t: int, job: Job, first) -> None:
         sim, n = self.sim, self.cfg.instances
-        others = sorted((e for e in sim.first if e is not first and e.role == first.role),
-                        key=lambda e: (e.queued_tokens, e.index))[: n - 1]
+        others = sorted(
+            (e for e in sim.first if e is not first and e.role == first.role), key=lambda e: (e.queued_tokens, e.index)
+        )[: n - 1]
         engines = [first, *others]
         size = job.n_in // len(engines)
         job.engine, job.pending = first, len(engines)
@@ -65,8 +66,19 @@ class LongContext:
         if job.pending:
             return
         sim = self.sim
-        sim.emit((t, job.rid, PREFILL_END, job.engine.name, job.n_in, 0, None, None,
-                  f"split over {len(job.parts)} instances ({self.cfg.mode})"))
+        sim.emit(
+            (
+                t,
+                job.rid,
+                PREFILL_END,
+                job.engine.name,
+                job.n_in,
+                0,
+                None,
+                None,
+                f"split over {len(job.parts)} instances ({self.cfg.mode})",
+            )
+        )
         job.ctx = job.n_in
         if job.decode.try_reserve(job, job.ctx):
             self.transfer(t, job)
@@ -83,8 +95,19 @@ class LongContext:
             end = max(end, sim.links.on(src.node, ref).start(t, tokens * sim.kv_bytes, msgs))
             nbytes += tokens * sim.kv_bytes
         name = sim.links.spec(sim.cfg.transfer.link, "").name
-        sim.emit((t, job.rid, KV_XFER_START, job.engine.name, job.n_in, None, name, nbytes,
-                  f"to {dst.name} from {len(job.parts)} instances"))
+        sim.emit(
+            (
+                t,
+                job.rid,
+                KV_XFER_START,
+                job.engine.name,
+                job.n_in,
+                None,
+                name,
+                nbytes,
+                f"to {dst.name} from {len(job.parts)} instances",
+            )
+        )
         sim.loop.at(end, self._landed, job)
 
     def _landed(self, t: int, job: Job) -> None:

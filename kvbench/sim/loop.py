@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import Any, Callable
+from typing import Any
 
 
 class Loop:

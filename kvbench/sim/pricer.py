@@ -5,8 +5,13 @@ from __future__ import annotations
 import random
 
 from kvbench.sim.cost import CostModel
-from kvbench.sim.spec_decode import (expected_tokens_per_step, sample_accepted, spec_run_ns, spec_step_ns,
-                                      spec_steps_within)
+from kvbench.sim.spec_decode import (
+    expected_tokens_per_step,
+    sample_accepted,
+    spec_run_ns,
+    spec_step_ns,
+    spec_steps_within,
+)
 
 
 class PlainPricer:
@@ -73,8 +78,9 @@ class SpecPricer:
         return spec_run_ns(self.cost, self.draft, self.link, batch, kv_tokens, self.k, n, batch * self.kv_per_step)
 
     def steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
-        return spec_steps_within(self.cost, self.draft, self.link, batch, kv_tokens, self.k, budget_ns,
-                                 batch * self.kv_per_step)
+        return spec_steps_within(
+            self.cost, self.draft, self.link, batch, kv_tokens, self.k, budget_ns, batch * self.kv_per_step
+        )
 
     def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> int:
         return min(n, self.steps_within(batch, kv_tokens, elapsed_ns) + 1)

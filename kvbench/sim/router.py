@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from kvbench.sim.job import Job
 from kvbench.sim.transfer import transfer_ns

@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from kvbench.config import ConfigError
 
@@ -86,14 +87,36 @@ class LinkSpec:
 
 # Per field: (type, smallest allowed value)
 _INT, _FLOAT, _STR = "int", "float", "str"
-_MODEL_RULES = {"n_layers": (_INT, 1), "hidden": (_INT, 1), "n_heads": (_INT, 1), "n_kv_heads": (_INT, 1),
-                "head_dim": (_INT, 1), "params": (_INT, 1), "active_params": (_INT, 1),
-                "bytes_per_param": (_INT, 1), "bytes_per_kv": (_INT, 1), "mla_latent": (_INT, 0), "mla_rope": (_INT, 0)}
-_GPU_RULES = {"flops_per_s": (_FLOAT, 1), "hbm_bytes": (_INT, 1), "hbm_bytes_per_s": (_FLOAT, 1),
-              "mfu": (_FLOAT, 1e-6), "mbu": (_FLOAT, 1e-6), "step_overhead_ns": (_INT, 0),
-              "layer_overhead_ns": (_INT, 0)}
-_LINK_RULES = {"alpha_ns": (_INT, 0), "bytes_per_s": (_FLOAT, 1), "efficiency": (_FLOAT, 1e-6),
-               "per_request_ns": (_INT, 0), "outstanding": (_INT, 1), "note": (_STR, 0)}
+_MODEL_RULES = {
+    "n_layers": (_INT, 1),
+    "hidden": (_INT, 1),
+    "n_heads": (_INT, 1),
+    "n_kv_heads": (_INT, 1),
+    "head_dim": (_INT, 1),
+    "params": (_INT, 1),
+    "active_params": (_INT, 1),
+    "bytes_per_param": (_INT, 1),
+    "bytes_per_kv": (_INT, 1),
+    "mla_latent": (_INT, 0),
+    "mla_rope": (_INT, 0),
+}
+_GPU_RULES = {
+    "flops_per_s": (_FLOAT, 1),
+    "hbm_bytes": (_INT, 1),
+    "hbm_bytes_per_s": (_FLOAT, 1),
+    "mfu": (_FLOAT, 1e-6),
+    "mbu": (_FLOAT, 1e-6),
+    "step_overhead_ns": (_INT, 0),
+    "layer_overhead_ns": (_INT, 0),
+}
+_LINK_RULES = {
+    "alpha_ns": (_INT, 0),
+    "bytes_per_s": (_FLOAT, 1),
+    "efficiency": (_FLOAT, 1e-6),
+    "per_request_ns": (_INT, 0),
+    "outstanding": (_INT, 1),
+    "note": (_STR, 0),
+}
 
 
 def _coerce(value: Any, kind: str, minimum: float, where: str, key: str) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from kvbench.sim.cost import CostModel
 from kvbench.sim.cost_runs import run_sum, runs_within
@@ -55,8 +55,15 @@ def draft_message_ns(link: LinkSpec | None, batch: int, k: int) -> int:
     return transfer_ns(link, batch * k * DRAFT_TOKEN_BYTES, 1)
 
 
-def spec_step_ns(target: CostModel, draft: CostModel | None, link: LinkSpec | None,
-                 batch: int, kv_tokens: int, k: int, draft_kv_tokens: int | None = None) -> int:
+def spec_step_ns(
+    target: CostModel,
+    draft: CostModel | None,
+    link: LinkSpec | None,
+    batch: int,
+    kv_tokens: int,
+    k: int,
+    draft_kv_tokens: int | None = None,
+) -> int:
     """One speculative step: draft k tokens, send them if apart, verify k+1 tokens on the target.
 
     draft=None means a draft whose cost is negligible or folded into the target (MTP / EAGLE heads)."""
@@ -72,8 +79,16 @@ def _spec_sets(target: CostModel, draft: CostModel | None, batch: int, kv_tokens
     return sets
 
 
-def spec_run_ns(target: CostModel, draft: CostModel | None, link: LinkSpec | None,
-                batch: int, kv_tokens: int, k: int, n_steps: int, growth: int) -> int:
+def spec_run_ns(
+    target: CostModel,
+    draft: CostModel | None,
+    link: LinkSpec | None,
+    batch: int,
+    kv_tokens: int,
+    k: int,
+    n_steps: int,
+    growth: int,
+) -> int:
     """n speculative steps with the KV growing by `growth` tokens per step (e.g. batch x round(E[tokens/step])):
     exactly the sum of spec_step_ns over the steps, in O(k log)."""
     if batch <= 0 or n_steps <= 0:
@@ -82,8 +97,16 @@ def spec_run_ns(target: CostModel, draft: CostModel | None, link: LinkSpec | Non
     return sum(run_sum(n_steps, ln) for ln in sets) + n_steps * draft_message_ns(link, batch, k)
 
 
-def spec_steps_within(target: CostModel, draft: CostModel | None, link: LinkSpec | None,
-                      batch: int, kv_tokens: int, k: int, budget_ns: int, growth: int) -> int:
+def spec_steps_within(
+    target: CostModel,
+    draft: CostModel | None,
+    link: LinkSpec | None,
+    batch: int,
+    kv_tokens: int,
+    k: int,
+    budget_ns: int,
+    growth: int,
+) -> int:
     """Largest n with spec_run_ns(..., n, growth) <= budget_ns (0 if the first step does not fit)."""
     if batch <= 0:
         return 0

@@ -12,8 +12,23 @@ from __future__ import annotations
 
 import random
 
-from kvbench.records import (ARRIVE, CANCEL, DECODE_START, ERROR, FINISH, FIRST_TOKEN, KV_XFER_END, KV_XFER_START,
-                             LAST_TOKEN, PREEMPT, PREFILL_END, REJECT, ROUTE, SEND, Request)
+from kvbench.records import (
+    ARRIVE,
+    CANCEL,
+    DECODE_START,
+    ERROR,
+    FINISH,
+    FIRST_TOKEN,
+    KV_XFER_END,
+    KV_XFER_START,
+    LAST_TOKEN,
+    PREEMPT,
+    PREFILL_END,
+    REJECT,
+    ROUTE,
+    SEND,
+    Request,
+)
 from kvbench.sim.build import Links, make_engines, make_tiers, pool_costs
 from kvbench.sim.cluster import location, parse_cluster
 from kvbench.sim.job import DONE, HANDOFF, Job
@@ -23,7 +38,6 @@ from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState
 from kvbench.sim.transfer import Granularity, exposed_ns, message_count, transfer_ns
 from kvbench.target import RunContext, TargetSpec
-
 
 STEPS_FLUSH_ROWS = 65_536  # ~16 MB of buffered step rows at most
 
@@ -35,8 +49,11 @@ class SimTarget:
         self.emit = None
         rng = random.Random(ctx.seed)
         self.links = Links()
-        for key, ref in (("transfer.link", cfg.transfer.link), ("transfer.intra_link", cfg.transfer.intra_link),
-                         ("reschedule.link", cfg.reschedule.link if cfg.reschedule else None)):
+        for key, ref in (
+            ("transfer.link", cfg.transfer.link),
+            ("transfer.intra_link", cfg.transfer.intra_link),
+            ("reschedule.link", cfg.reschedule.link if cfg.reschedule else None),
+        ):
             if ref is not None:  # check names now: a bad one must fail before the simulation, not mid-run
                 self.links.spec(ref, location(cfg.source, key))
         costs = pool_costs(cfg)
@@ -46,8 +63,9 @@ class SimTarget:
         self.gran = Granularity(cfg.transfer.granularity)
         self.steps = ctx.log.table("steps")
         self.ended = 0
-        self.engines, n_nodes = make_engines(cfg, self, costs, self.links, self._steps_append(),
-                                             random.Random(rng.random()))
+        self.engines, n_nodes = make_engines(
+            cfg, self, costs, self.links, self._steps_append(), random.Random(rng.random())
+        )
         self.node_tiers, self.pool = make_tiers(cfg, n_nodes, self.kv_bytes, self.links)
         self.pool_link = next((tc.link for tc in cfg.tiers if tc.kind == "pool"), None)
         for e in self.engines:
@@ -58,12 +76,14 @@ class SimTarget:
             self.by_role.setdefault(e.role, []).append(e)
         self.first = [e for e in self.engines if e.role in ("colocated", "prefill", "pre_prefill")]
         self.decode = self.by_role.get("decode", [])
-        self.chains = {e: [t for t in [e.hbm, *self.node_tiers[e.node].values(), self.pool] if t is not None]
-                       for e in self.first}
+        self.chains = {
+            e: [t for t in [e.hbm, *self.node_tiers[e.node].values(), self.pool] if t is not None] for e in self.first
+        }
         self.route_fn = ROUTERS[cfg.router]
         self.router = RouterState(cfg.params(), rng.randrange(1 << 62))
-        self.write_through = [t for t in self.shared_chain() if any(tc.kind == t.kind and tc.write_through
-                                                                     for tc in cfg.tiers)]
+        self.write_through = [
+            t for t in self.shared_chain() if any(tc.kind == t.kind and tc.write_through for tc in cfg.tiers)
+        ]
         self._hot_paths(cfg)
         self.live: dict[int, Job | None] = {}  # submitted, not ended: rid -> Job (None until it arrives)
         self.resched = None
@@ -146,8 +166,13 @@ class SimTarget:
         split = self.longctx is not None and self.longctx.applies(job, first)
         if (not split and job.n_in > first.kv_total) or need > (dec or first).kv_total:
             where = dec or first
-            return self._end(t, job, ERROR, detail=f"context_too_long: {need} tokens exceed the KV capacity "
-                                                   f"of {where.name} ({where.kv_total} tokens)")
+            return self._end(
+                t,
+                job,
+                ERROR,
+                detail=f"context_too_long: {need} tokens exceed the KV capacity "
+                f"of {where.name} ({where.kv_total} tokens)",
+            )
         job.decode = dec
         self.emit((t, job.rid, ROUTE, first.name, None, None, None, None, dec.name if dec else None))
         if self.resched is not None:
@@ -214,8 +239,19 @@ class SimTarget:
         if job.parent is not None:
             return self.longctx.part_done(e, job, t)
         emit, rid = self.emit, job.rid
-        emit((t, rid, PREFILL_END, e.name, job.n_in - job.cached, job.cached, None, None,
-              "recompute" if job.first_ns >= 0 else None))
+        emit(
+            (
+                t,
+                rid,
+                PREFILL_END,
+                e.name,
+                job.n_in - job.cached,
+                job.cached,
+                None,
+                None,
+                "recompute" if job.first_ns >= 0 else None,
+            )
+        )
         if job.first_ns >= 0:  # recomputed after preemption: carry on decoding
             return e.start_decode(job, job.steps_left)
         if job.n_out == 0:
@@ -309,8 +345,15 @@ class SimTarget:
     def preempted(self, e, job: Job, t: int) -> None:
         self.emit((t, job.rid, PREEMPT, e.name, job.prefill_left, None, None, None, "recompute"))
 
-    def _end(self, t: int, job: Job, kind: str, instance: str | None = None, tokens: int | None = None,
-             detail: str | None = None) -> None:
+    def _end(
+        self,
+        t: int,
+        job: Job,
+        kind: str,
+        instance: str | None = None,
+        tokens: int | None = None,
+        detail: str | None = None,
+    ) -> None:
         job.state = DONE
         del self.live[job.rid]
         self.ended += 1

@@ -96,8 +96,7 @@ class SharedLink:
     one transfer overlaps with other transfers' bytes, so the wire starts at max(t + latency, wire free).
     """
 
-    __slots__ = ("link", "free_ns", "busy_ns", "bytes_moved", "transfers",
-                 "_alpha", "_out", "_per_req", "_ns_per_byte")
+    __slots__ = ("link", "free_ns", "busy_ns", "bytes_moved", "transfers", "_alpha", "_out", "_per_req", "_ns_per_byte")
 
     def __init__(self, link: LinkSpec) -> None:
         self.link = link
@@ -126,8 +125,16 @@ def describe(link: LinkSpec, model: ModelSpec, tokens: int, granularity: Granula
     messages, per_message = messages_for(model, tokens, block_tokens, granularity)
     nbytes = tokens * model.kv_bytes_per_token()
     lat, wire = latency_ns(link, messages), wire_ns(link, nbytes)
-    return {"link": link.name, "messages": messages, "bytes_per_message": per_message, "kv_bytes": nbytes,
-            "transfer_ns": lat + wire, "latency_ns": lat, "wire_ns": wire,
-            "regime": "rtt-bound" if lat > wire else "bandwidth-bound",
-            "crossover_bytes": crossover_bytes(link, messages),
-            "effective_bytes_per_s": link.effective_bytes_per_s, "note": link.note}
+    return {
+        "link": link.name,
+        "messages": messages,
+        "bytes_per_message": per_message,
+        "kv_bytes": nbytes,
+        "transfer_ns": lat + wire,
+        "latency_ns": lat,
+        "wire_ns": wire,
+        "regime": "rtt-bound" if lat > wire else "bandwidth-bound",
+        "crossover_bytes": crossover_bytes(link, messages),
+        "effective_bytes_per_s": link.effective_bytes_per_s,
+        "note": link.note,
+    }

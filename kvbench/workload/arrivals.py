@@ -23,9 +23,11 @@ class ArrivalSpec:
     burstiness: float = 1.0  # Gamma shape (process = "gamma")
     pieces: tuple[tuple[float, float], ...] = ()  # (start_s, rate) for process = "piecewise", start_s ascending
 
-    def validate(self, where: str) -> "ArrivalSpec":
+    def validate(self, where: str) -> ArrivalSpec:
         if self.process not in PROCESSES:
-            raise ConfigError(f"{where}: arrivals.process: expected one of {', '.join(PROCESSES)}, got {self.process!r}")
+            raise ConfigError(
+                f"{where}: arrivals.process: expected one of {', '.join(PROCESSES)}, got {self.process!r}"
+            )
         if self.process in ("poisson", "gamma", "constant") and not 0 < self.rate < float("inf"):
             raise ConfigError(f"{where}: arrivals.rate: expected requests/s > 0, got {self.rate!r}")
         if self.process == "gamma" and not 0 < self.burstiness < float("inf"):
@@ -35,10 +37,18 @@ class ArrivalSpec:
                 raise ConfigError(f"{where}: arrivals.pieces: expected [[start_s, rate], ...] pairs")
             starts = [p[0] for p in self.pieces]
             rates = [r for _, r in self.pieces]
-            if not self.pieces or starts[0] != 0 or starts != sorted(set(starts)) or not all(0 <= r < 1e9 for r in rates) \
-                    or not any(r > 0 for r in rates) or not all(s < 1e12 for s in starts):
-                raise ConfigError(f"{where}: arrivals.pieces: expected [[0, rate], [start_s, rate], ...] with "
-                                  f"increasing start_s from 0, rates >= 0 and one > 0")
+            if (
+                not self.pieces
+                or starts[0] != 0
+                or starts != sorted(set(starts))
+                or not all(0 <= r < 1e9 for r in rates)
+                or not any(r > 0 for r in rates)
+                or not all(s < 1e12 for s in starts)
+            ):
+                raise ConfigError(
+                    f"{where}: arrivals.pieces: expected [[0, rate], [start_s, rate], ...] with "
+                    f"increasing start_s from 0, rates >= 0 and one > 0"
+                )
         return self
 
 
@@ -83,10 +93,12 @@ def arrival_times_ns(spec: ArrivalSpec, rng, n: int | None = None, duration_s: f
     want = n
     if want is None:
         mean = _expected_count(spec, duration_s)
-        want = int(mean + 6 * mean ** 0.5 + 16)  # enough that running out before duration_s is ~impossible
+        want = int(mean + 6 * mean**0.5 + 16)  # enough that running out before duration_s is ~impossible
     if want > MAX_GENERATED:
-        raise ConfigError(f"a generated workload of ~{want:,} requests: at most {MAX_GENERATED:,} (they are held in "
-                          f"memory; lower `requests`, `duration_s` or the rate)")
+        raise ConfigError(
+            f"a generated workload of ~{want:,} requests: at most {MAX_GENERATED:,} (they are held in "
+            f"memory; lower `requests`, `duration_s` or the rate)"
+        )
     gaps_s = _gaps_s(spec, rng, want)
     if spec.process == "piecewise":
         t_s = _piecewise_seconds(spec, np.cumsum(gaps_s))
@@ -128,7 +140,6 @@ def iter_arrivals_ns(spec: ArrivalSpec, seed, chunk: int = 65_536):
             t_s = float(starts[-1])
             times = starts
         first = False
-        for t in np.round(times[np.isfinite(times)] * NS_PER_S).astype(np.int64).tolist():
-            yield t
+        yield from np.round(times[np.isfinite(times)] * NS_PER_S).astype(np.int64).tolist()
         if spec.process == "piecewise" and not np.isfinite(times[-1]):
             return

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from kvbench.config import ConfigError
 from kvbench.records import Request
@@ -43,13 +43,17 @@ def detect_format(path: Path) -> str:
         return "azure"
     if "num_prefill_tokens" in header:
         return "lengths"
-    raise ConfigError(f"{path}:1: unknown trace format: expected Mooncake JSONL, ShareGPT JSON, an Azure CSV "
-                      f"(TIMESTAMP,ContextTokens,GeneratedTokens) or a length CSV (num_prefill_tokens,num_decode_tokens)")
+    raise ConfigError(
+        f"{path}:1: unknown trace format: expected Mooncake JSONL, ShareGPT JSON, an Azure CSV "
+        f"(TIMESTAMP,ContextTokens,GeneratedTokens) or a length CSV (num_prefill_tokens,num_decode_tokens)"
+    )
 
 
 def _warn_sorted(path: Path, line: int) -> None:
-    print(f"kvbench: warning: {path}:{line}: timestamps go back in time; replaying the trace stably sorted by "
-          f"timestamp", file=sys.stderr)
+    print(
+        f"kvbench: warning: {path}:{line}: timestamps go back in time; replaying the trace stably sorted by timestamp",
+        file=sys.stderr,
+    )
 
 
 def _sorted_list(reqs: list[Request], path: Path) -> list[Request]:
@@ -101,14 +105,18 @@ def trace_requests(spec: WorkloadSpec, fmt: str, seed) -> Callable[[], Iterator[
         starts = arrival_times_ns(arrivals, rng, len(sessions))
         n_turns = sum(len(s) for s in sessions)
         out, reason = sample_lengths(spec.output or CHAT_OUTPUT, rng, n_turns, "output")
-        reqs = tuple(to_requests(sessions, starts, out, reason, think_times_ns(spec.sessions, rng, n_turns),
-                                 spec.name, spec.requests))
+        reqs = tuple(
+            to_requests(
+                sessions, starts, out, reason, think_times_ns(spec.sessions, rng, n_turns), spec.name, spec.requests
+            )
+        )
         return lambda: iter(reqs)
     return retimed(make, arrivals, seed) if retime else make
 
 
 def retimed(make: Callable[[], Iterator[Request]], arrivals: ArrivalSpec, seed) -> Callable[[], Iterator[Request]]:
     """Give the stream's requests, in order, the arrival times of a generated process (streaming)."""
+
     def gen() -> Iterator[Request]:
         for r, t in zip(make(), iter_arrivals_ns(arrivals, seed)):
             yield r._replace(arrival_ns=t)
@@ -131,8 +139,9 @@ def build(spec: WorkloadSpec, seed) -> Workload:
     make = _make(spec, seed)
     slo = dict(spec.slo_ms)
     w = Workload(spec.name, spec.source, spec_digest(spec), make, slo)
-    if spec.kind == "trace" and (spec.time_scale != 1.0 or spec.start_s or spec.duration_s is not None
-                                 or spec.requests is not None):
+    if spec.kind == "trace" and (
+        spec.time_scale != 1.0 or spec.start_s or spec.duration_s is not None or spec.requests is not None
+    ):
         w = shape(w, spec.time_scale, spec.start_s, spec.duration_s, spec.requests)
     return w
 
@@ -146,16 +155,29 @@ def _make(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
 
         if spec.requests is None and spec.duration_s is None:
             raise ConfigError(f"{spec.source}: kind = 'synthetic' needs `requests` or `duration_s`")
-        synth = SynthSpec(spec.arrivals or UNTIMED_ARRIVALS, spec.input, spec.output or CHAT_OUTPUT, spec.prefix,
-                          spec.sessions, spec.requests, spec.duration_s)
+        synth = SynthSpec(
+            spec.arrivals or UNTIMED_ARRIVALS,
+            spec.input,
+            spec.output or CHAT_OUTPUT,
+            spec.prefix,
+            spec.sessions,
+            spec.requests,
+            spec.duration_s,
+        )
         reqs = tuple(generate(synth, seed, spec.name))
         return lambda: iter(reqs)
     if spec.kind == "servegen":
         from kvbench.workload import servegen
 
-        reqs = servegen.generate(Path(spec.path), list(spec.clients) or None, spec.start_s,
-                                 spec.duration_s if spec.duration_s is not None else 600.0, spec.rate_scale, seed,
-                                 spec.name)
+        reqs = servegen.generate(
+            Path(spec.path),
+            list(spec.clients) or None,
+            spec.start_s,
+            spec.duration_s if spec.duration_s is not None else 600.0,
+            spec.rate_scale,
+            seed,
+            spec.name,
+        )
         reqs = tuple(reqs[: spec.requests])
         return lambda: iter(reqs)
     return _mix(spec, seed)
@@ -178,12 +200,14 @@ def _mix(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
     makes = [_make(c.spec, [seed, i]) for i, c in enumerate(comps)]
     n = len(comps)
     if spec.arrivals is None:
+
         def merged() -> Iterator[Request]:
             streams = [_component_stream(i, m, n, c.name) for i, (m, c) in enumerate(zip(makes, comps))]
             for k, r in enumerate(heapq.merge(*streams, key=lambda r: r.arrival_ns)):
                 if spec.requests is not None and k >= spec.requests:
                     return
                 yield r._replace(req_id=k)
+
         return merged
     weights = np.array([c.weight for c in comps], dtype=np.float64)
     if weights.sum() <= 0:
@@ -198,6 +222,7 @@ def _mix(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
             if r is None:
                 return  # a component ran out: the mixture ends (documented)
             yield r._replace(req_id=k, arrival_ns=t)
+
     return drawn
 
 
@@ -207,4 +232,3 @@ def for_trace(path: str | Path, seed) -> Workload:
     spec = WorkloadSpec(name=p.stem, source=str(p), kind="trace", path=str(p))
     make = _make(spec, seed)
     return Workload(p.stem, str(p), file_digest(p), make)
-

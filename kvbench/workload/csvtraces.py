@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 from kvbench.config import ConfigError
 from kvbench.records import Request

@@ -31,7 +31,7 @@ class LengthSpec:
     clients: tuple[int, ...] = ()  # servegen clients (empty: all)
     reason_ratio: float | None = None  # output only: fixed reasoning share; servegen reasoning models default to theirs
 
-    def validate(self, where: str, role: str) -> "LengthSpec":
+    def validate(self, where: str, role: str) -> LengthSpec:
         bad = None
         if self.dist not in DISTS:
             bad = f"dist: expected one of {', '.join(DISTS)}, got {self.dist!r}"

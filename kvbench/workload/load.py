@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 from kvbench.config import ConfigError
 from kvbench.records import Request
@@ -70,8 +70,13 @@ def find_workload(ref: str, base: Path | None = None) -> Path:
     raise ConfigError(f"unknown workload {ref!r}; known: {', '.join(known) or '(none found)'}")
 
 
-def shape(w: Workload, time_scale: float = 1.0, start_s: float = 0.0, duration_s: float | None = None,
-          max_requests: int | None = None) -> Workload:
+def shape(
+    w: Workload,
+    time_scale: float = 1.0,
+    start_s: float = 0.0,
+    duration_s: float | None = None,
+    max_requests: int | None = None,
+) -> Workload:
     """Replay `time_scale`x faster (2.0 halves every gap), keep [start, start+duration) and at most N requests."""
     if time_scale <= 0:
         raise ConfigError(f"--time-scale must be > 0, got {time_scale}")
@@ -115,5 +120,6 @@ def retime_poisson(w: Workload, rate: float, seed: int) -> Workload:
 
     if not rate > 0:
         raise ConfigError(f"--rate must be > 0 requests/s, got {rate}")
-    return replace(w, make=retimed(w.make, ArrivalSpec("poisson", rate), seed),
-                   shaping={**w.shaping, "rate_per_s": rate})
+    return replace(
+        w, make=retimed(w.make, ArrivalSpec("poisson", rate), seed), shaping={**w.shaping, "rate_per_s": rate}
+    )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import orjson
 
@@ -27,8 +27,9 @@ def _field_int(rec: dict, key: str, where: str, minimum: int = 0) -> int:
     return int(value)
 
 
-def parse_line(line: bytes, where: str, req_id: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS,
-               name: str = "") -> Request:
+def parse_line(
+    line: bytes, where: str, req_id: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS, name: str = ""
+) -> Request:
     """One JSONL record -> Request; `where` is 'file:line' for error messages."""
     try:
         rec = orjson.loads(line)
@@ -45,12 +46,15 @@ def parse_line(line: bytes, where: str, req_id: int, block_tokens: int = MOONCAK
     if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
         raise ConfigError(f"{where}: field 'hash_ids': expected a list of integers")
     if hashes and len(hashes) != -(-n_in // block_tokens):
-        raise ConfigError(f"{where}: field 'hash_ids': {len(hashes)} ids, but input_length {n_in} needs "
-                          f"ceil({n_in}/{block_tokens}) = {-(-n_in // block_tokens)} blocks")
+        raise ConfigError(
+            f"{where}: field 'hash_ids': {len(hashes)} ids, but input_length {n_in} needs "
+            f"ceil({n_in}/{block_tokens}) = {-(-n_in // block_tokens)} blocks"
+        )
     arrival_ns = int(ts) * NS_PER_MS if isinstance(ts, int) else int(round(ts * NS_PER_MS))
     if len(rec) > 4 and "session_id" in rec:
-        return _with_session(rec, where, Request(req_id, arrival_ns, n_in, n_out, tuple(hashes), block_tokens,
-                                                 workload=name))
+        return _with_session(
+            rec, where, Request(req_id, arrival_ns, n_in, n_out, tuple(hashes), block_tokens, workload=name)
+        )
     return Request(req_id, arrival_ns, n_in, n_out, tuple(hashes), block_tokens, workload=name)
 
 
@@ -88,11 +92,23 @@ def _records(p: Path, block_tokens: int, name: str) -> Iterator[tuple[int, Reque
             if type(rec) is dict and len(rec) == 4:
                 ts, n_in = rec.get("timestamp"), rec.get("input_length")
                 n_out, ids = rec.get("output_length"), rec.get("hash_ids")
-                if (type(ts) is int and ts >= 0 and type(n_in) is int and 1 <= n_in <= cap
-                        and type(n_out) is int and 0 <= n_out <= cap and type(ids) is list
-                        and len(ids) == -(-n_in // block_tokens) and set(map(type, ids)) <= _INTS):
-                    yield lineno, _new_request(Request, (req_id, ts * ms, n_in, n_out, tuple(ids), block_tokens,
-                                                         -1, 0, 0, 0, None, name))
+                if (
+                    type(ts) is int
+                    and ts >= 0
+                    and type(n_in) is int
+                    and 1 <= n_in <= cap
+                    and type(n_out) is int
+                    and 0 <= n_out <= cap
+                    and type(ids) is list
+                    and len(ids) == -(-n_in // block_tokens)
+                    and set(map(type, ids)) <= _INTS
+                ):
+                    yield (
+                        lineno,
+                        _new_request(
+                            Request, (req_id, ts * ms, n_in, n_out, tuple(ids), block_tokens, -1, 0, 0, 0, None, name)
+                        ),
+                    )
                     req_id += 1
                     continue
             if not line.strip():
@@ -114,8 +130,10 @@ def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS, n
     last_ns = -1
     for lineno, req in _records(p, block_tokens, name):
         if req.arrival_ns < last_ns:
-            raise UnsortedTrace(f"{p}:{lineno}: field 'timestamp' goes back in time "
-                                f"({req.arrival_ns // NS_PER_MS} ms after {last_ns // NS_PER_MS} ms)")
+            raise UnsortedTrace(
+                f"{p}:{lineno}: field 'timestamp' goes back in time "
+                f"({req.arrival_ns // NS_PER_MS} ms after {last_ns // NS_PER_MS} ms)"
+            )
         last_ns = req.arrival_ns
         yield req
 
@@ -175,11 +193,19 @@ def write_mooncake(requests: Iterable[Request], path: str | Path) -> int:
     n = 0
     with open(path, "wb") as f:
         for r in requests:
-            rec = {"timestamp": r.arrival_ns // NS_PER_MS, "input_length": r.input_tokens,
-                   "output_length": r.output_tokens, "hash_ids": list(r.hash_ids)}
+            rec = {
+                "timestamp": r.arrival_ns // NS_PER_MS,
+                "input_length": r.input_tokens,
+                "output_length": r.output_tokens,
+                "hash_ids": list(r.hash_ids),
+            }
             if r.session_id >= 0 or r.reason_tokens:
-                rec.update(session_id=r.session_id, turn=r.turn, think_ms=r.think_ns // NS_PER_MS,
-                           reason_tokens=r.reason_tokens)
+                rec.update(
+                    session_id=r.session_id,
+                    turn=r.turn,
+                    think_ms=r.think_ns // NS_PER_MS,
+                    reason_tokens=r.reason_tokens,
+                )
             f.write(orjson.dumps(rec))
             f.write(b"\n")
             n += 1

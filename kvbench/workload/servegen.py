@@ -54,8 +54,9 @@ def parse_pmf(text: object, where: str) -> Pmf | None:
             d = ast.literal_eval(text)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             raise ConfigError(f"{where}: not a PMF literal {{value: probability, ...}}") from None
-        if not isinstance(d, dict) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                              for kv in d.items() for x in kv):
+        if not isinstance(d, dict) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for kv in d.items() for x in kv
+        ):
             raise ConfigError(f"{where}: expected a dict of number: probability")
         values = np.array(list(d.keys()), dtype=np.float64)
         probs = np.array(list(d.values()), dtype=np.float64)
@@ -110,9 +111,12 @@ def client_ids(directory: Path) -> list[int]:
     """Ids of the clients that have both a trace and a dataset file in a ServeGen model directory."""
     if not directory.is_dir():
         raise ConfigError(f"{directory}: not a directory (expected a ServeGen model folder with chunk-*-trace.csv)")
-    ids = sorted(int(m.group(1)) for p in directory.glob("chunk-*-trace.csv")
-                 if (m := re.fullmatch(r"chunk-(\d+)-trace\.csv", p.name))
-                 and (directory / f"chunk-{m.group(1)}-dataset.json").is_file())
+    ids = sorted(
+        int(m.group(1))
+        for p in directory.glob("chunk-*-trace.csv")
+        if (m := re.fullmatch(r"chunk-(\d+)-trace\.csv", p.name))
+        and (directory / f"chunk-{m.group(1)}-dataset.json").is_file()
+    )
     if not ids:
         raise ConfigError(f"{directory}: no chunk-N-trace.csv with a chunk-N-dataset.json beside it")
     return ids
@@ -135,9 +139,13 @@ def _read_windows(path: Path):
             start, rate, shape, scale = (float(cells[i]) for i in (0, 1, 4, 5))
         except ValueError:
             raise ConfigError(f"{path}:{lineno}: expected numbers in fields start_s, rate, shape, scale") from None
-        if not (0 <= rate <= MAX_RATE and 0 <= start < 1e12) or (family and not (0 < shape < 1e12 and 0 < scale < 1e12)):
-            raise ConfigError(f"{path}:{lineno}: field 'rate'/'shape'/'scale': expected 0 <= rate <= {MAX_RATE:,} req/s, "
-                              f"finite shape and scale > 0")
+        if not (0 <= rate <= MAX_RATE and 0 <= start < 1e12) or (
+            family and not (0 < shape < 1e12 and 0 < scale < 1e12)
+        ):
+            raise ConfigError(
+                f"{path}:{lineno}: field 'rate'/'shape'/'scale': expected 0 <= rate <= {MAX_RATE:,} req/s, "
+                f"finite shape and scale > 0"
+            )
         rows.append((start, rate if family else 0.0, shape, scale))
         families.append(family)
     return np.array(rows, dtype=np.float64).reshape(-1, 4), tuple(families)
@@ -148,8 +156,10 @@ def load_client(directory: Path, client_id: int, fields: tuple[str, ...] = FIELD
 
     path = directory / f"chunk-{client_id}-dataset.json"
     if not path.is_file() or not (directory / f"chunk-{client_id}-trace.csv").is_file():
-        raise ConfigError(f"{directory}: client {client_id}: chunk-{client_id}-trace.csv and -dataset.json expected; "
-                          f"clients here: {', '.join(map(str, client_ids(directory)))}")
+        raise ConfigError(
+            f"{directory}: client {client_id}: chunk-{client_id}-trace.csv and -dataset.json expected; "
+            f"clients here: {', '.join(map(str, client_ids(directory)))}"
+        )
     windows, families = _read_windows(directory / f"chunk-{client_id}-trace.csv")
     try:
         raw = orjson.loads(path.read_bytes())
@@ -195,8 +205,15 @@ def sample_fields(pmfs: dict, u) -> dict:
     return {f: pmf.quantile(u) for f, pmf in pmfs.items()}
 
 
-def generate(directory: Path, clients: list[int] | None, start_s: float, duration_s: float, rate_scale: float,
-             seed: int, name: str = "") -> list[Request]:
+def generate(
+    directory: Path,
+    clients: list[int] | None,
+    start_s: float,
+    duration_s: float,
+    rate_scale: float,
+    seed: int,
+    name: str = "",
+) -> list[Request]:
     """Requests of the chosen clients over [start_s, start_s + duration_s), arrival offsets from start_s."""
     import numpy as np
 
@@ -207,8 +224,10 @@ def generate(directory: Path, clients: list[int] | None, start_s: float, duratio
         for (w_start, rate, shape, scale), family in zip(c.windows, c.families):
             n = int(round(rate * RATE_WINDOW_S * rate_scale))
             if n > MAX_WINDOW_REQUESTS:
-                raise ConfigError(f"{directory}: client {cid} window {w_start:.0f} s: {n:,} requests at rate_scale "
-                                  f"{rate_scale}; at most {MAX_WINDOW_REQUESTS:,} per 600 s window")
+                raise ConfigError(
+                    f"{directory}: client {cid} window {w_start:.0f} s: {n:,} requests at rate_scale "
+                    f"{rate_scale}; at most {MAX_WINDOW_REQUESTS:,} per 600 s window"
+                )
             if not family or n == 0 or w_start + RATE_WINDOW_S <= start_s or w_start >= start_s + duration_s:
                 continue
             t = window_arrivals_s(rng, w_start, n, family, shape, scale)

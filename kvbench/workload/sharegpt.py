@@ -36,7 +36,7 @@ def block_ids(text: str) -> tuple[int, ...]:
     ids = []
     prev = b""
     for i in range(0, len(text), BLOCK_CHARS):
-        digest = hashlib.blake2b(prev + text[i:i + BLOCK_CHARS].encode("utf-8", "surrogatepass"), digest_size=8)
+        digest = hashlib.blake2b(prev + text[i : i + BLOCK_CHARS].encode("utf-8", "surrogatepass"), digest_size=8)
         prev = digest.digest()
         ids.append(int.from_bytes(prev, "big") >> 1)
     return tuple(ids)
@@ -77,13 +77,14 @@ def _messages(conv: object, where: str) -> list[tuple[str, str]]:
     out = []
     for j, m in enumerate(msgs):
         if not isinstance(m, dict) or not isinstance(m.get("from"), str) or not isinstance(m.get("value"), str):
-            raise ConfigError(f"{where}: field 'conversations[{j}]': expected {{\"from\": str, \"value\": str}}")
+            raise ConfigError(f'{where}: field \'conversations[{j}]\': expected {{"from": str, "value": str}}')
         role = m["from"].lower()
         if role not in USER_ROLES | ASSISTANT_ROLES | SYSTEM_ROLES:
             raise ConfigError(f"{where}: field 'conversations[{j}].from': unknown role {m['from']!r}")
         if len(m["value"]) > MAX_CHARS:
-            raise ConfigError(f"{where}: field 'conversations[{j}].value': {len(m['value']):,} characters, "
-                              f"more than {MAX_CHARS:,}")
+            raise ConfigError(
+                f"{where}: field 'conversations[{j}].value': {len(m['value']):,} characters, more than {MAX_CHARS:,}"
+            )
         out.append((role, m["value"]))
     return out
 
@@ -120,8 +121,9 @@ def read_sharegpt(path: str | Path) -> list[list[Turn]]:
     return sessions
 
 
-def to_requests(sessions: list[list[Turn]], starts_ns, out_tokens, out_reason, think_ns, name: str,
-                limit: int | None = None):
+def to_requests(
+    sessions: list[list[Turn]], starts_ns, out_tokens, out_reason, think_ns, name: str, limit: int | None = None
+):
     """Sessions started at `starts_ns` (one per session, ascending); turn k > 0 follows after `think_ns[k]`.
 
     `out_tokens`, `out_reason`, `think_ns` (one per turn, in session order) fill what the file does not record.
@@ -140,7 +142,21 @@ def to_requests(sessions: list[list[Turn]], starts_ns, out_tokens, out_reason, t
             t += think
             n_out = tr.output_tokens if tr.output_tokens is not None else int(out_tokens[k])
             reason = 0 if tr.output_tokens is not None else min(n_out, int(out_reason[k]))
-            reqs.append(Request(0, t, tr.input_tokens, n_out, tr.hash_ids, MOONCAKE_BLOCK_TOKENS, session_id, turn,
-                                think, reason, tr.prompt, name))
+            reqs.append(
+                Request(
+                    0,
+                    t,
+                    tr.input_tokens,
+                    n_out,
+                    tr.hash_ids,
+                    MOONCAKE_BLOCK_TOKENS,
+                    session_id,
+                    turn,
+                    think,
+                    reason,
+                    tr.prompt,
+                    name,
+                )
+            )
             k += 1
     return finalize(reqs, limit)

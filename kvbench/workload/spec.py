@@ -18,14 +18,32 @@ from kvbench.workload.synth import PrefixSpec, SessionSpec
 KINDS = ("trace", "synthetic", "servegen", "mix")
 FORMATS = ("auto", "mooncake", "azure", "sharegpt", "lengths")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms", "tbt_ms", "itl_ms")
-TOP_KEYS = ("name", "description", "kind", "path", "format", "requests", "duration_s", "start_s", "time_scale",
-            "clients", "rate_scale", "arrivals", "input", "output", "prefix", "sessions", "slo", "components")
+TOP_KEYS = (
+    "name",
+    "description",
+    "kind",
+    "path",
+    "format",
+    "requests",
+    "duration_s",
+    "start_s",
+    "time_scale",
+    "clients",
+    "rate_scale",
+    "arrivals",
+    "input",
+    "output",
+    "prefix",
+    "sessions",
+    "slo",
+    "components",
+)
 COMPONENT_KEYS = ("workload", "weight", "name")
 
 
 @dataclass(frozen=True)
 class Component:
-    spec: "WorkloadSpec"
+    spec: WorkloadSpec
     weight: float
     name: str
 
@@ -59,8 +77,9 @@ def _typed(value: Any, default: Any, ctx: str) -> Any:
             raise ConfigError(f"{ctx}: expected a number, got {value!r}")
         return float(value)
     if isinstance(default, tuple):  # lists of numbers or of [number, number] pairs
-        if not isinstance(value, list) or not all(_is_num(v) or isinstance(v, list) and len(v) == 2
-                                                  and all(_is_num(x) for x in v) for v in value):
+        if not isinstance(value, list) or not all(
+            _is_num(v) or isinstance(v, list) and len(v) == 2 and all(_is_num(x) for x in v) for v in value
+        ):
             raise ConfigError(f"{ctx}: expected a list of numbers or of [number, number] pairs, got {value!r}")
         return tuple(tuple(v) if isinstance(v, list) else v for v in value)
     ok = isinstance(value, type(default)) and not (isinstance(value, bool) and not isinstance(default, bool))
@@ -81,8 +100,9 @@ def _section(cls, data: Any, path: Path, text: str, name: str, resolve_path: boo
         raise ConfigError(f"{where(path, text, name)}: [{name}] must be a table")
     check_keys(data, [f.name for f in dataclasses.fields(cls)], path, text, name)
     defaults = cls()
-    kwargs = {k: _typed(v, getattr(defaults, k), f"{where(path, text, f'{name}.{k}')}: {name}.{k}")
-              for k, v in data.items()}
+    kwargs = {
+        k: _typed(v, getattr(defaults, k), f"{where(path, text, f'{name}.{k}')}: {name}.{k}") for k, v in data.items()
+    }
     if resolve_path and kwargs.get("path"):
         kwargs["path"] = str((path.parent / kwargs["path"]).resolve())  # relative to the spec file
     return cls(**kwargs)
@@ -121,22 +141,34 @@ def load_spec(path: str | Path, seen: tuple[Path, ...] = ()) -> WorkloadSpec:
     if kind in ("trace", "servegen") and not raw_path:
         raise ConfigError(f"{p}: path: required for kind = {kind!r}")
     if raw_path and not (p.parent / raw_path).exists():
-        raise ConfigError(f"{where(p, text, 'path')}: path: {(p.parent / raw_path).resolve()} does not exist "
-                          f"(paths are relative to the spec file)")
+        raise ConfigError(
+            f"{where(p, text, 'path')}: path: {(p.parent / raw_path).resolve()} does not exist "
+            f"(paths are relative to the spec file)"
+        )
     at = where(p, text, "arrivals")
     return WorkloadSpec(
-        name=name, source=str(p), kind=kind, path=str((p.parent / raw_path).resolve()) if raw_path else "",
-        format=fmt, requests=_number(data, "requests", p, text, int, 1),
+        name=name,
+        source=str(p),
+        kind=kind,
+        path=str((p.parent / raw_path).resolve()) if raw_path else "",
+        format=fmt,
+        requests=_number(data, "requests", p, text, int, 1),
         duration_s=_number(data, "duration_s", p, text, float, 0.0),
         start_s=_number(data, "start_s", p, text, float, 0.0, 0.0),
         time_scale=_number(data, "time_scale", p, text, float, 1e-9, 1.0),
-        clients=_clients(data, p, text), rate_scale=_number(data, "rate_scale", p, text, float, 0.0, 1.0),
-        arrivals=_section(ArrivalSpec, data["arrivals"], p, text, "arrivals").validate(at) if "arrivals" in data else None,
+        clients=_clients(data, p, text),
+        rate_scale=_number(data, "rate_scale", p, text, float, 0.0, 1.0),
+        arrivals=_section(ArrivalSpec, data["arrivals"], p, text, "arrivals").validate(at)
+        if "arrivals" in data
+        else None,
         input=_lengths(data, "input", p, text) or LengthSpec(),
         output=_lengths(data, "output", p, text),
         prefix=_section(PrefixSpec, data.get("prefix", {}), p, text, "prefix").validate(where(p, text, "prefix")),
-        sessions=_section(SessionSpec, data.get("sessions", {}), p, text, "sessions").validate(where(p, text, "sessions")),
-        slo_ms=_slo(data, p, text), components=_components(data, p, text, seen + (p,)) if kind == "mix" else (),
+        sessions=_section(SessionSpec, data.get("sessions", {}), p, text, "sessions").validate(
+            where(p, text, "sessions")
+        ),
+        slo_ms=_slo(data, p, text),
+        components=_components(data, p, text, seen + (p,)) if kind == "mix" else (),
     )
 
 

@@ -8,7 +8,7 @@ id of the request is inserted or touched (in prompt order). Percentiles use nump
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kvbench.records import Request
 from kvbench.sim.kvcache import Tier
@@ -59,8 +59,9 @@ class _Reuse:
             "distinct_blocks": len(self.seen) if has else None,
             "block_hit_ratio": self.hit_blocks / self.total_blocks if has else None,
             "token_hit_ratio": self.hit_tokens / input_total if has and input_total else None,
-            "lru_block_hit_ratio": {str(cap): hits / self.total_blocks if has else None
-                                    for cap, hits in self.lru_hits.items()},
+            "lru_block_hit_ratio": {
+                str(cap): hits / self.total_blocks if has else None for cap, hits in self.lru_hits.items()
+            },
         }
 
 
@@ -95,7 +96,9 @@ def trace_stats(requests: Iterable[Request], lru_tokens: Iterable[int] = ()) -> 
         "input_tokens": _pcts(ins),
         "output_tokens": _pcts(outs),
         "reason_tokens_mean": float(np.mean(reasons)) if reasons else 0.0,
-        **(reuse or _Reuse(caps, MOONCAKE_BLOCK_TOKENS)).figures(int(np.sum(np.asarray(ins, dtype=np.int64))) if ins else 0),
+        **(reuse or _Reuse(caps, MOONCAKE_BLOCK_TOKENS)).figures(
+            int(np.sum(np.asarray(ins, dtype=np.int64))) if ins else 0
+        ),
     }
 
 
@@ -113,19 +116,25 @@ def _fmt_pct(v) -> str:
 
 def format_table(name: str, s: dict) -> str:
     """The statistics as an aligned two-column text table."""
-    rows = [("requests", _fmt_num(s["requests"])), ("sessions", _fmt_num(s["sessions"]) if s["sessions"] else "-"),
-            ("duration", f"{s['duration_s']:,.1f} s"),
-            ("mean request rate", "n/a" if s["rate_per_s"] is None else f"{s['rate_per_s']:.2f} req/s"),
-            ("inter-arrival CV", "n/a" if s["interarrival_cv"] is None else f"{s['interarrival_cv']:.2f}")]
+    rows = [
+        ("requests", _fmt_num(s["requests"])),
+        ("sessions", _fmt_num(s["sessions"]) if s["sessions"] else "-"),
+        ("duration", f"{s['duration_s']:,.1f} s"),
+        ("mean request rate", "n/a" if s["rate_per_s"] is None else f"{s['rate_per_s']:.2f} req/s"),
+        ("inter-arrival CV", "n/a" if s["interarrival_cv"] is None else f"{s['interarrival_cv']:.2f}"),
+    ]
     for key, label in (("input_tokens", "input tokens"), ("output_tokens", "output tokens")):
         p = s[key]
-        rows.append((f"{label} mean / p50 / p99 / max",
-                     " / ".join(_fmt_num(p[k]) for k in ("mean", "p50", "p99", "max"))))
+        rows.append(
+            (f"{label} mean / p50 / p99 / max", " / ".join(_fmt_num(p[k]) for k in ("mean", "p50", "p99", "max")))
+        )
     if s["reason_tokens_mean"]:
         rows.append(("reason tokens mean", _fmt_num(s["reason_tokens_mean"])))
-    rows += [("total / distinct blocks", f"{_fmt_num(s['total_blocks'])} / {_fmt_num(s['distinct_blocks'])}"),
-             ("infinite-cache hit ratio (blocks)", _fmt_pct(s["block_hit_ratio"])),
-             ("infinite-cache hit ratio (tokens)", _fmt_pct(s["token_hit_ratio"]))]
+    rows += [
+        ("total / distinct blocks", f"{_fmt_num(s['total_blocks'])} / {_fmt_num(s['distinct_blocks'])}"),
+        ("infinite-cache hit ratio (blocks)", _fmt_pct(s["block_hit_ratio"])),
+        ("infinite-cache hit ratio (tokens)", _fmt_pct(s["token_hit_ratio"])),
+    ]
     for cap, ratio in s["lru_block_hit_ratio"].items():
         rows.append((f"global LRU {_fmt_tokens(int(cap))} tokens hit ratio", _fmt_pct(ratio)))
     width = max(len(k) for k, _ in rows)

@@ -27,7 +27,7 @@ class PrefixSpec:
     zipf_s: float = 1.0  # P(group k) ∝ 1 / (k + 1)^s
     share: float = 1.0  # fraction of sessions that start with a group prompt
 
-    def validate(self, where: str) -> "PrefixSpec":
+    def validate(self, where: str) -> PrefixSpec:
         if self.groups < 0 or self.tokens < 0 or not 0 <= self.share <= 1 or self.zipf_s < 0:
             raise ConfigError(f"{where}: prefix: expected groups >= 0, tokens >= 0, 0 <= share <= 1, zipf_s >= 0")
         if self.popularity not in ("zipf", "uniform"):
@@ -43,9 +43,11 @@ class SessionSpec:
     think: str = "fixed"  # fixed | exponential
     max_context: int = 131_072  # a session ends before a turn's prompt would exceed this many tokens
 
-    def validate(self, where: str) -> "SessionSpec":
+    def validate(self, where: str) -> SessionSpec:
         if not 1 <= self.turns_min <= self.turns_max or self.think_s < 0 or self.max_context < 1:
-            raise ConfigError(f"{where}: sessions: expected 1 <= turns_min <= turns_max, think_s >= 0, max_context >= 1")
+            raise ConfigError(
+                f"{where}: sessions: expected 1 <= turns_min <= turns_max, think_s >= 0, max_context >= 1"
+            )
         if self.think not in ("fixed", "exponential"):
             raise ConfigError(f"{where}: sessions.think: expected fixed or exponential, got {self.think!r}")
         return self
@@ -111,7 +113,7 @@ def generate(spec: SynthSpec, seed: int, name: str = "", id_base: int = 0) -> li
         g = int(group[sid]) if pf.groups and use_group[sid] else -1
         head = tuple(range(id_base + g * prefix_blocks, id_base + (g + 1) * prefix_blocks)) if g >= 0 else ()
         sys_tokens = pf.tokens if g >= 0 else 0
-        _session(reqs, ids, sid, t0, sys_tokens, head, [c[k:k + n_turns] for c in cols], ss, name)
+        _session(reqs, ids, sid, t0, sys_tokens, head, [c[k : k + n_turns] for c in cols], ss, name)
         k += n_turns
     return finalize(reqs, spec.requests)
 
@@ -130,8 +132,9 @@ class _Ids:
         return tuple(range(first, first + n))
 
 
-def _session(reqs, ids: _Ids, sid: int, t0: int, sys_tokens: int, head: tuple[int, ...], cols, ss: SessionSpec,
-             name: str) -> None:
+def _session(
+    reqs, ids: _Ids, sid: int, t0: int, sys_tokens: int, head: tuple[int, ...], cols, ss: SessionSpec, name: str
+) -> None:
     user_in, out, reason, think_ns_col = cols
     session_id = sid if ss.turns_max > 1 else -1
     prev_in = prev_out = 0
@@ -147,7 +150,21 @@ def _session(reqs, ids: _Ids, sid: int, t0: int, sys_tokens: int, head: tuple[in
         hash_ids = prev_ids[:kept_blocks] + ids.take(need - kept_blocks)
         think_ns = think_ns_col[turn] if turn else 0
         t += think_ns
-        reqs.append(Request(0, t, n_in, int(out[turn]), hash_ids, MOONCAKE_BLOCK_TOKENS, session_id, turn,
-                            think_ns, int(reason[turn]), None, name))
+        reqs.append(
+            Request(
+                0,
+                t,
+                n_in,
+                int(out[turn]),
+                hash_ids,
+                MOONCAKE_BLOCK_TOKENS,
+                session_id,
+                turn,
+                think_ns,
+                int(reason[turn]),
+                None,
+                name,
+            )
+        )
         prev_in, prev_out, prev_ids = n_in, int(out[turn]), hash_ids
         kept_blocks = n_in // MOONCAKE_BLOCK_TOKENS

@@ -7,9 +7,18 @@ import math
 import pytest
 from support.metrics_logs import real_run, sim_run, write_run
 
+from kvbench.analysis.metrics import (
+    Slo,
+    instance_load,
+    itl_gaps,
+    kv_transfers,
+    open_runs,
+    parse_slo,
+    per_request,
+    summary,
+    timeseries,
+)
 from kvbench.config import ConfigError
-from kvbench.analysis.metrics import Slo, instance_load, itl_gaps, kv_transfers, open_runs, parse_slo, per_request, summary, \
-    timeseries
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +54,26 @@ def test_per_request_rows_by_hand(real):
 def test_summary_real_run_by_hand(real):
     m = summary(real)
     # 7 requests: finished 0, 1, 5; error 2; rejected 3; running 4; cancelled 6
-    assert (m["requests"], m["finished"], m["errors"], m["rejected"], m["running"], m["cancelled"]) == (7, 3, 1, 1, 1, 1)
+    assert (m["requests"], m["finished"], m["errors"], m["rejected"], m["running"], m["cancelled"]) == (
+        7,
+        3,
+        1,
+        1,
+        1,
+        1,
+    )
     assert m["duration_s"] == approx(0.56)  # first ARRIVE 0 -> last terminal event 560 ms
     assert m["request_throughput"] == approx(3 / 0.56)
     assert m["output_token_throughput"] == approx((4 + 1 + 12) / 0.56)
     assert m["total_token_throughput"] == approx((1024 + 512 + 1024 + 17) / 0.56)
     # TTFT over finished [100, 200, 100]: mean 133.3; p90 at h = 0.9 * 2 = 1.8 -> 100 + 0.8 * 100 = 180
-    assert (m["ttft_ms.count"], m["ttft_ms.mean"], m["ttft_ms.p50"], m["ttft_ms.p90"], m["ttft_ms.max"]) == \
-        (3, approx(400 / 3), 100, approx(180), 200)
+    assert (m["ttft_ms.count"], m["ttft_ms.mean"], m["ttft_ms.p50"], m["ttft_ms.p90"], m["ttft_ms.max"]) == (
+        3,
+        approx(400 / 3),
+        100,
+        approx(180),
+        200,
+    )
     assert m["tpot_ms.count"] == 2 and m["tpot_ms.p50"] == approx((20 + 155 / 11) / 2)
     assert (m["e2e_ms.mean"], m["e2e_ms.max"]) == (approx((160 + 200 + 255) / 3), 255)
     assert m["client_lag_ms.mean"] == approx(11 / 3)  # lags 1, 0, 10
@@ -63,17 +84,24 @@ def test_summary_real_run_by_hand(real):
     assert m["itl_ms.p90"] == approx(44)  # h = 11.7: 30 + 0.7 * (50 - 30)
     assert m["itl_ms.max"] == 60
     assert m["prefix_hit_ratio"] == approx(768 / 2560) and m["trace_hit_ratio"] == approx(1536 / 2560)
-    assert (m["failures.ERROR.server_error"], m["failures.REJECT.rate_limited"], m["failures.CANCEL.session"]) == (1, 1, 1)
+    assert (m["failures.ERROR.server_error"], m["failures.REJECT.rate_limited"], m["failures.CANCEL.session"]) == (
+        1,
+        1,
+        1,
+    )
     assert m["slo_attainment"] == approx(3 / 7) and m["goodput"] == approx(3 / 0.56)
     assert m["kv_transfer.count"] == 0 and m["queue_ms.count"] == 0
 
 
-@pytest.mark.parametrize("slo, good", [
-    ("ttft=150", 2),  # requests 0 and 5 (TTFT 100); 1 has 200
-    ("ttft=150,tpot=15", 1),  # request 0 has TPOT 20 > 15
-    ("tbt=40", 2),  # 0 (TBT 30) and 1 (one token: no TBT, meets); 5 has 55
-    ("e2el=200", 2),  # E2E 160, 200 (<= meets), 255
-])
+@pytest.mark.parametrize(
+    "slo, good",
+    [
+        ("ttft=150", 2),  # requests 0 and 5 (TTFT 100); 1 has 200
+        ("ttft=150,tpot=15", 1),  # request 0 has TPOT 20 > 15
+        ("tbt=40", 2),  # 0 (TBT 30) and 1 (one token: no TBT, meets); 5 has 55
+        ("e2el=200", 2),  # E2E 160, 200 (<= meets), 255
+    ],
+)
 def test_slo_attainment_and_goodput(real, slo, good):
     m = summary(real, parse_slo(slo))
     assert m["good"] == good
@@ -165,19 +193,29 @@ def test_several_runs_have_a_run_column(real, sim):
     assert set(per_request(con)["run"]) == {"real", "sim"}
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("ttft=200,tpot=50", Slo(ttft_ms=200, tpot_ms=50)),
-    ("ttft:200, e2el=5000ms,tbt=100", Slo(ttft_ms=200, e2el_ms=5000, tbt_ms=100)),
-    ("tpot_ms=7.5", Slo(tpot_ms=7.5)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("ttft=200,tpot=50", Slo(ttft_ms=200, tpot_ms=50)),
+        ("ttft:200, e2el=5000ms,tbt=100", Slo(ttft_ms=200, e2el_ms=5000, tbt_ms=100)),
+        ("tpot_ms=7.5", Slo(tpot_ms=7.5)),
+    ],
+)
 def test_parse_slo(text, expected):
     assert parse_slo(text) == expected
 
 
-@pytest.mark.parametrize("text, words", [
-    ("ttft", "cannot parse 'ttft'"), ("ttft=abc", "cannot parse"), ("ttfb=10", "unknown key 'ttfb'"),
-    ("ttft=1,ttft=2", "given twice"), ("", "no threshold"), ("ttft=-5", "cannot parse"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("ttft", "cannot parse 'ttft'"),
+        ("ttft=abc", "cannot parse"),
+        ("ttfb=10", "unknown key 'ttfb'"),
+        ("ttft=1,ttft=2", "given twice"),
+        ("", "no threshold"),
+        ("ttft=-5", "cannot parse"),
+    ],
+)
 def test_parse_slo_errors_are_one_line(text, words):
     with pytest.raises(ConfigError, match=words) as e:
         parse_slo(text)

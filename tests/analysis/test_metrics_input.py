@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from support.metrics_logs import real_run
 
-from kvbench.config import ConfigError
 from kvbench.analysis.metrics import open_runs
+from kvbench.config import ConfigError
 
 
 @pytest.fixture
@@ -59,8 +59,10 @@ def test_foreign_parquet(run):
 
 
 def test_wrong_column_type(run):
-    pq.write_table(pa.table({"req_id": pa.array(["x"]), "session_id": [1], "turn": pa.array([0], pa.int32())}),
-                   run / "requests" / "zz.parquet")
+    pq.write_table(
+        pa.table({"req_id": pa.array(["x"]), "session_id": [1], "turn": pa.array([0], pa.int32())}),
+        run / "requests" / "zz.parquet",
+    )
     _one_line_error([run], "zz.parquet", "requests")
 
 
@@ -78,8 +80,13 @@ def test_run_json_not_json(run):
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "from kvbench.cli.app import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
 
 
 def test_cli_bad_input_exits_2_with_one_line(tmp_path, run):

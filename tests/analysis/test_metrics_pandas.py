@@ -40,8 +40,21 @@ def _random_log(rng: np.random.Generator, n: int):
             truth.append(dict(rid=rid, status="ERROR", end=last + 3))
         else:
             events += [ev(last, rid, "LAST_TOKEN", "ep", out), ev(last, rid, "FINISH", "ep", out, cached)]
-            truth.append(dict(rid=rid, status="FINISH", end=last, arrive=arrive, send=send, first=first, last=last,
-                              out=out, inp=inp, cached=cached, trace=reqs[-1][9]))
+            truth.append(
+                dict(
+                    rid=rid,
+                    status="FINISH",
+                    end=last,
+                    arrive=arrive,
+                    send=send,
+                    first=first,
+                    last=last,
+                    out=out,
+                    inp=inp,
+                    cached=cached,
+                    trace=reqs[-1][9],
+                )
+            )
             gaps.append(g)
     return events, reqs, pd.DataFrame(truth), gaps
 
@@ -66,8 +79,14 @@ def test_summary_matches_pandas(tmp_path, seed):
     ok = truth[truth["status"] == "FINISH"].copy()
     ok["ttft"], ok["e2e"], ok["lag"] = ok["first"] - ok["arrive"], ok["last"] - ok["arrive"], ok["send"] - ok["arrive"]
     ok["tpot"] = np.where(ok["out"] >= 2, (ok["last"] - ok["first"]) / (ok["out"] - 1).clip(lower=1), np.nan)
-    expected = {"ttft_ms": ok["ttft"], "e2e_ms": ok["e2e"], "client_lag_ms": ok["lag"], "tpot_ms": ok["tpot"].dropna(),
-                "tbt_ms": [_tbt(g) for g in gaps if len(g)], "itl_ms": np.concatenate(gaps)}
+    expected = {
+        "ttft_ms": ok["ttft"],
+        "e2e_ms": ok["e2e"],
+        "client_lag_ms": ok["lag"],
+        "tpot_ms": ok["tpot"].dropna(),
+        "tbt_ms": [_tbt(g) for g in gaps if len(g)],
+        "itl_ms": np.concatenate(gaps),
+    }
     for name, values in expected.items():
         for stat, want in _stats(values).items():
             assert m[f"{name}.{stat}"] == pytest.approx(want, rel=1e-9, abs=1e-9), f"{name}.{stat}"
@@ -80,5 +99,8 @@ def test_summary_matches_pandas(tmp_path, seed):
     assert m["prefix_hit_ratio"] == pytest.approx(ok["cached"].sum() / ok["inp"].sum())
     assert m["trace_hit_ratio"] == pytest.approx(ok["trace"].sum() / ok["inp"].sum())
     counts = truth["status"].value_counts()
-    assert (m["errors"], m["rejected"], m["running"]) == (counts.get("ERROR", 0), counts.get("REJECT", 0),
-                                                          counts.get("RUNNING", 0))
+    assert (m["errors"], m["rejected"], m["running"]) == (
+        counts.get("ERROR", 0),
+        counts.get("REJECT", 0),
+        counts.get("RUNNING", 0),
+    )

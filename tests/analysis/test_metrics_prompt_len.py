@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from support.metrics_logs import ev, real_run, req, write_run
 
-from kvbench.present import summary
 from kvbench.analysis.metrics import open_runs, per_request
+from kvbench.present import summary
 from kvbench.present.report import build_report
 
 
@@ -18,19 +18,34 @@ def _run(run_dir):
     """r0: intended 100, server says 103. r1: intended 200, short output, server says 190. r2: intended 50,
     prompt_tokens followed by a retry note: 55. r3: intended 300, FINISH without detail (no usage): NULL.
     r4: ERROR whose detail happens to hold "prompt_tokens=999": not a finished request, NULL."""
-    e = [ev(0, 0, "ARRIVE", tokens=100), ev(0, 0, "SEND"), ev(10, 0, "FIRST_TOKEN", "ep", 1),
-         ev(40, 0, "LAST_TOKEN", "ep", 4), ev(40, 0, "FINISH", "ep", 4, detail="prompt_tokens=103"),
-         ev(5, 1, "ARRIVE", tokens=200), ev(5, 1, "SEND"), ev(20, 1, "FIRST_TOKEN", "ep", 1),
-         ev(30, 1, "LAST_TOKEN", "ep", 3),
-         ev(30, 1, "FINISH", "ep", 3, detail="short_output: got 3 of 4 tokens; prompt_tokens=190"),
-         ev(6, 2, "ARRIVE", tokens=50), ev(6, 2, "SEND"), ev(16, 2, "FIRST_TOKEN", "ep", 1),
-         ev(16, 2, "LAST_TOKEN", "ep", 1),
-         ev(16, 2, "FINISH", "ep", 1, detail="prompt_tokens=55; retry 1 after http_503: unavailable"),
-         ev(7, 3, "ARRIVE", tokens=300), ev(7, 3, "SEND"), ev(17, 3, "FIRST_TOKEN", "ep", 1),
-         ev(17, 3, "LAST_TOKEN", "ep", 1), ev(17, 3, "FINISH", "ep", 1),
-         ev(8, 4, "ARRIVE", tokens=80), ev(8, 4, "SEND"), ev(9, 4, "ERROR", "ep", detail="server_error: prompt_tokens=999")]
-    return write_run(run_dir, e, [req(0, 0, 100, 4), req(1, 5, 200, 4), req(2, 6, 50, 1), req(3, 7, 300, 1),
-                                  req(4, 8, 80, 4)])
+    e = [
+        ev(0, 0, "ARRIVE", tokens=100),
+        ev(0, 0, "SEND"),
+        ev(10, 0, "FIRST_TOKEN", "ep", 1),
+        ev(40, 0, "LAST_TOKEN", "ep", 4),
+        ev(40, 0, "FINISH", "ep", 4, detail="prompt_tokens=103"),
+        ev(5, 1, "ARRIVE", tokens=200),
+        ev(5, 1, "SEND"),
+        ev(20, 1, "FIRST_TOKEN", "ep", 1),
+        ev(30, 1, "LAST_TOKEN", "ep", 3),
+        ev(30, 1, "FINISH", "ep", 3, detail="short_output: got 3 of 4 tokens; prompt_tokens=190"),
+        ev(6, 2, "ARRIVE", tokens=50),
+        ev(6, 2, "SEND"),
+        ev(16, 2, "FIRST_TOKEN", "ep", 1),
+        ev(16, 2, "LAST_TOKEN", "ep", 1),
+        ev(16, 2, "FINISH", "ep", 1, detail="prompt_tokens=55; retry 1 after http_503: unavailable"),
+        ev(7, 3, "ARRIVE", tokens=300),
+        ev(7, 3, "SEND"),
+        ev(17, 3, "FIRST_TOKEN", "ep", 1),
+        ev(17, 3, "LAST_TOKEN", "ep", 1),
+        ev(17, 3, "FINISH", "ep", 1),
+        ev(8, 4, "ARRIVE", tokens=80),
+        ev(8, 4, "SEND"),
+        ev(9, 4, "ERROR", "ep", detail="server_error: prompt_tokens=999"),
+    ]
+    return write_run(
+        run_dir, e, [req(0, 0, 100, 4), req(1, 5, 200, 4), req(2, 6, 50, 1), req(3, 7, 300, 1), req(4, 8, 80, 4)]
+    )
 
 
 @pytest.fixture(scope="module")

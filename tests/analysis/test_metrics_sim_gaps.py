@@ -17,8 +17,14 @@ def test_sim_gaps_equal_brute_force(tmp_path_factory, log):
     rows, reqs = log
     events = []
     for rid, inst, s, e in reqs:
-        events += [ev(0, rid, "ARRIVE", tokens=10), ev(0, rid, "SEND"), ev(s, rid, "FIRST_TOKEN", "p0", 1),
-                   ev(s, rid, "DECODE_START", inst), ev(e, rid, "LAST_TOKEN", inst, 50), ev(e, rid, "FINISH", inst, 50)]
+        events += [
+            ev(0, rid, "ARRIVE", tokens=10),
+            ev(0, rid, "SEND"),
+            ev(s, rid, "FIRST_TOKEN", "p0", 1),
+            ev(s, rid, "DECODE_START", inst),
+            ev(e, rid, "LAST_TOKEN", inst, 50),
+            ev(e, rid, "FINISH", inst, 50),
+        ]
     steps = [step(inst, t0, t1, n, 1, 1) for inst, rs in rows.items() for t0, t1, n in rs]
     run = write_run(tmp_path_factory.mktemp("g") / "r", events, [req(r[0], 0, 10, 50) for r in reqs], steps)
     con = open_runs([run])

@@ -28,8 +28,14 @@ def test_itl_and_tbt_equal_brute_force(tmp_path_factory, log):
     events = []
     for rid, inst, s, e in reqs:  # odd requests fail after their last token: their gaps are not in ITL
         end = ev(e, rid, "FINISH", inst, 50) if rid % 2 == 0 else ev(e, rid, "ERROR", inst, detail="x: y")
-        events += [ev(0, rid, "ARRIVE", tokens=10), ev(0, rid, "SEND"), ev(s, rid, "FIRST_TOKEN", "p0", 1),
-                   ev(s, rid, "DECODE_START", inst), ev(e, rid, "LAST_TOKEN", inst, 50), end]
+        events += [
+            ev(0, rid, "ARRIVE", tokens=10),
+            ev(0, rid, "SEND"),
+            ev(s, rid, "FIRST_TOKEN", "p0", 1),
+            ev(s, rid, "DECODE_START", inst),
+            ev(e, rid, "LAST_TOKEN", inst, 50),
+            end,
+        ]
     steps = [step(inst, t0, t1, n, 1, 1) for inst, rs in rows.items() for t0, t1, n in rs]
     run = write_run(tmp_path_factory.mktemp("g") / "r", events, [req(r[0], 0, 10, 50) for r in reqs], steps)
     con = open_runs([run])
@@ -39,7 +45,7 @@ def test_itl_and_tbt_equal_brute_force(tmp_path_factory, log):
         gaps = brute_force(rows, inst, s, e)
         want = _tbt_ms(gaps)
         got = df.loc[rid, "tbt_ns"]
-        assert (math.isnan(got) if want is None else math.isclose(got / 1e6, want, rel_tol=1e-12)), (rid, got, want)
+        assert math.isnan(got) if want is None else math.isclose(got / 1e6, want, rel_tol=1e-12), (rid, got, want)
         if rid % 2 == 0:
             pooled += gaps
     itl = itl_gaps(con)
@@ -55,8 +61,12 @@ def test_long_requests_are_split_into_blocks(tmp_path, monkeypatch):
     rows = [("d0", 60 * k, 60 * k + 60, 6 if k % 2 == 0 else 3) for k in range(6)]
     events = []
     for rid, (s, e) in enumerate([(0, 360), (65, 180), (300, 301)]):
-        events += [ev(0, rid, "ARRIVE", tokens=10), ev(s, rid, "FIRST_TOKEN", "d0", 1),
-                   ev(e, rid, "LAST_TOKEN", "d0", 9), ev(e, rid, "FINISH", "d0", 9)]
+        events += [
+            ev(0, rid, "ARRIVE", tokens=10),
+            ev(s, rid, "FIRST_TOKEN", "d0", 1),
+            ev(e, rid, "LAST_TOKEN", "d0", 9),
+            ev(e, rid, "FINISH", "d0", 9),
+        ]
     run = write_run(tmp_path / "r", events, [], [step(i, a, b, n, 1, 1) for i, a, b, n in rows])
     monkeypatch.setattr(stepgaps, "BLOCK_ROWS", 2)  # every request in a block of its own
     con = open_runs([run])
@@ -78,8 +88,12 @@ def test_partial_counts_of_a_segment_too_long_for_int64_products():
 def test_two_sim_runs_with_the_same_instance_names(tmp_path):
     # request 0 decodes on d0 from 0 to 100 ms in both runs; run a's d0 runs 10 steps of 10 ms, run b's 5 of 20 ms
     def run(name, n_steps):
-        events = [ev(0, 0, "ARRIVE", tokens=10), ev(0, 0, "FIRST_TOKEN", "d0", 1), ev(100, 0, "LAST_TOKEN", "d0", 9),
-                  ev(100, 0, "FINISH", "d0", 9)]
+        events = [
+            ev(0, 0, "ARRIVE", tokens=10),
+            ev(0, 0, "FIRST_TOKEN", "d0", 1),
+            ev(100, 0, "LAST_TOKEN", "d0", 9),
+            ev(100, 0, "FINISH", "d0", 9),
+        ]
         return write_run(tmp_path / name, events, [], [step("d0", 0, 100, n_steps, 1, 1)])
 
     con = open_runs([run("a", 10), run("b", 5)])

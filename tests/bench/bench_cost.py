@@ -34,22 +34,36 @@ def main() -> None:
     bench("step_ns (mixed, 512-token chunk + batch 64)", lambda: c8.step_ns(512, 1024, 64, 131_072))
     run = bench("decode_run_ns (8B, batch 64, 1000 steps)", lambda: c8.decode_run_ns(64, 131_072, 1000))
     bench("decode_run_ns (DeepSeek dp-attn, batch 256, 5000 steps)", lambda: ds.decode_run_ns(256, 10**6, 5000))
-    within = bench("decode_steps_within (8B, batch 64, 10 s budget)",
-                   lambda: c8.decode_steps_within(64, 131_072, 10**10), number=5_000)
+    within = bench(
+        "decode_steps_within (8B, batch 64, 10 s budget)",
+        lambda: c8.decode_steps_within(64, 131_072, 10**10),
+        number=5_000,
+    )
     c70h = CostModel(spec.model("Llama-3-70B"), spec.gpu("H100"), tp=8)
     nv = spec.link("nvlink-h100")
-    bench("spec_run_ns (70B + 8B draft, k=5, 1000 steps)", lambda: spec_run_ns(c70h, c8, nv, 8, 8000, 5, 1000, 16),
-          number=2_000)
-    bench("spec_steps_within (70B + 8B draft, k=5, 10 s)",
-          lambda: spec_steps_within(c70h, c8, nv, 8, 8000, 5, 10**10, 16), number=1_000)
-    bench("spec_steps_within (70B, free draft, k=5, 10 s)",
-          lambda: spec_steps_within(c70h, None, None, 8, 8000, 5, 10**10, 16), number=1_000)
+    bench(
+        "spec_run_ns (70B + 8B draft, k=5, 1000 steps)",
+        lambda: spec_run_ns(c70h, c8, nv, 8, 8000, 5, 1000, 16),
+        number=2_000,
+    )
+    bench(
+        "spec_steps_within (70B + 8B draft, k=5, 10 s)",
+        lambda: spec_steps_within(c70h, c8, nv, 8, 8000, 5, 10**10, 16),
+        number=1_000,
+    )
+    bench(
+        "spec_steps_within (70B, free draft, k=5, 10 s)",
+        lambda: spec_steps_within(c70h, None, None, 8, 8000, 5, 10**10, 16),
+        number=1_000,
+    )
     bench("transfer_ns", lambda: transfer_ns(link, 10**8, 1))
     bench("SharedLink.start", lambda: shared.start(0, 10**8, 1))
     bench("sample_accepted (5 positions, EAGLE-3 rates)", lambda: sample_accepted(rng, (0.58, 0.31, 0.16, 0.08, 0.04)))
     loop = min(1000 * step, 1e12)
-    print(f"decode_run_ns(1000 steps) vs a loop of 1000 decode_step_ns: {loop / run:.0f}x faster "
-          f"(run {run:.0f} ns, loop ~{loop / 1e3:.0f} us); decode_steps_within = {within / step:.1f} steps' cost")
+    print(
+        f"decode_run_ns(1000 steps) vs a loop of 1000 decode_step_ns: {loop / run:.0f}x faster "
+        f"(run {run:.0f} ns, loop ~{loop / 1e3:.0f} us); decode_steps_within = {within / step:.1f} steps' cost"
+    )
 
 
 if __name__ == "__main__":

@@ -57,10 +57,12 @@ def measure(label: str, runs: list[Path], out: Path, repeat: int, budget_s: floa
     results = [time_report(runs, out) for _ in range(repeat)]
     walls, cpus, rss = ([r[i] for r in results] for i in range(3))
     med = statistics.median(walls)
-    print(f"{label}: median {med:.2f} s wall (runs {', '.join(f'{w:.2f}' for w in walls)}), "
-          f"median {statistics.median(cpus):.2f} s CPU, peak RSS {max(rss):.0f} MB, "
-          f"{out.stat().st_size / 1e6:.2f} MB of HTML; ratio to the {budget_s:.0f} s budget: {med / budget_s:.2f}; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"{label}: median {med:.2f} s wall (runs {', '.join(f'{w:.2f}' for w in walls)}), "
+        f"median {statistics.median(cpus):.2f} s CPU, peak RSS {max(rss):.0f} MB, "
+        f"{out.stat().st_size / 1e6:.2f} MB of HTML; ratio to the {budget_s:.0f} s budget: {med / budget_s:.2f}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
 
 
 def main() -> None:
@@ -78,8 +80,13 @@ def main() -> None:
     if a.runs:
         n = a.compare_requests or a.requests
         runs = [ensure_run(a.dir, a.kind, n, copy=i) for i in range(a.runs)]
-        measure(f"comparison report of {a.runs} runs x {n:,} requests ({a.kind})", runs,
-                a.dir / f"report-{a.runs}.html", a.repeat, 60)
+        measure(
+            f"comparison report of {a.runs} runs x {n:,} requests ({a.kind})",
+            runs,
+            a.dir / f"report-{a.runs}.html",
+            a.repeat,
+            60,
+        )
 
 
 if __name__ == "__main__":

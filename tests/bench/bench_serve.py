@@ -62,6 +62,7 @@ async def run(url: str, concurrency: int, n: int, tokens: int) -> tuple[list[int
     gaps: list[int] = []
     sem = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
+
         async def guarded():
             async with sem:
                 await one(s, url, tokens, ttft, gaps)
@@ -78,6 +79,7 @@ def main() -> None:
     a = ap.parse_args()
     try:
         import uvloop
+
         loop_factory = uvloop.new_event_loop
     except ImportError:
         loop_factory = None
@@ -93,9 +95,11 @@ def main() -> None:
             med = [statistics.median(col) for col in zip(*rows)]
             late1, tok1 = server_lateness(url)
             server_ms = (late1 - late0) / max(tok1 - tok0, 1) * 1e3
-            print(f"concurrency {c:>2}: client-seen TTFT - 50 ms p50 {med[0]:+.2f} ms p99 {med[1]:+.2f} ms | "
-                  f"gap - 10 ms p50 {med[2]:+.2f} ms p99 {med[3]:+.2f} ms | server's own lateness mean "
-                  f"{server_ms:.3f} ms/token  ({a.requests} requests x {a.tokens} tokens, median of {a.reps})")
+            print(
+                f"concurrency {c:>2}: client-seen TTFT - 50 ms p50 {med[0]:+.2f} ms p99 {med[1]:+.2f} ms | "
+                f"gap - 10 ms p50 {med[2]:+.2f} ms p99 {med[3]:+.2f} ms | server's own lateness mean "
+                f"{server_ms:.3f} ms/token  ({a.requests} requests x {a.tokens} tokens, median of {a.reps})"
+            )
     finally:
         stop(proc)
 

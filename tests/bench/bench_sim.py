@@ -37,8 +37,11 @@ def repeated(n: int):
         for r in base:
             if rid == n:
                 return
-            yield r._replace(req_id=rid, arrival_ns=r.arrival_ns + copy * span,
-                             hash_ids=tuple(h + copy * 200_000 for h in r.hash_ids))  # dense, as remapped ids are
+            yield r._replace(
+                req_id=rid,
+                arrival_ns=r.arrival_ns + copy * span,
+                hash_ids=tuple(h + copy * 200_000 for h in r.hash_ids),
+            )  # dense, as remapped ids are
             rid += 1
 
 
@@ -75,18 +78,22 @@ def sim_only(preset: str, n: int, clock=time.perf_counter) -> float:
 
 
 def startup(preset: str) -> float:
-    code = ("import time; t = time.perf_counter(); import tempfile, pathlib; from kvbench.target import resolve, "
-            "build, RunContext; from kvbench.eventlog import EventLog; d = tempfile.mkdtemp(); "
-            f"build(resolve('sim:{preset}'), RunContext(0, pathlib.Path(d), EventLog(d))); "
-            "print(time.perf_counter() - t)")
+    code = (
+        "import time; t = time.perf_counter(); import tempfile, pathlib; from kvbench.target import resolve, "
+        "build, RunContext; from kvbench.eventlog import EventLog; d = tempfile.mkdtemp(); "
+        f"build(resolve('sim:{preset}'), RunContext(0, pathlib.Path(d), EventLog(d))); "
+        "print(time.perf_counter() - t)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(out.stdout.strip())
 
 
 def million(preset: str) -> tuple[float, float]:
     """(seconds, peak RSS MB) of 1M requests end to end, in a child process (its own peak memory)."""
-    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench_sim; "
-            f"print(bench_sim.end_to_end({preset!r}, 1_000_000, million=True))")
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench_sim; "
+        f"print(bench_sim.end_to_end({preset!r}, 1_000_000, million=True))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return float(out.stdout.strip().splitlines()[-1]), peak_mb
@@ -102,8 +109,10 @@ def main() -> None:
     n = a.n
     s = statistics.median(startup(a.preset) for _ in range(a.reps))
     print(f"start-up (import + build {a.preset}): median {s:.3f} s")
-    for what, fn in (("end to end (parse + replay + Parquet)", end_to_end),
-                     ("sim only (pre-parsed, events dropped)", sim_only)):
+    for what, fn in (
+        ("end to end (parse + replay + Parquet)", end_to_end),
+        ("sim only (pre-parsed, events dropped)", sim_only),
+    ):
         for label, clock in (("wall", time.perf_counter), ("cpu", time.process_time)):
             dt = statistics.median(fn(a.preset, n, clock=clock) for _ in range(a.reps))
             print(f"{what}, {n:,} requests, {label} time: median {dt:.3f} s -> {n / dt:,.0f} req/s")
@@ -111,8 +120,10 @@ def main() -> None:
                 e2e = dt
     if a.million:
         secs, peak = million(a.preset)
-        print(f"1,000,000 requests end to end: {secs:.1f} s = {secs / (100 * e2e):.2f} x (100 x the 10k time), "
-              f"{1e6 / secs:,.0f} req/s, peak RSS {peak:.0f} MB")
+        print(
+            f"1,000,000 requests end to end: {secs:.1f} s = {secs / (100 * e2e):.2f} x (100 x the 10k time), "
+            f"{1e6 / secs:,.0f} req/s, peak RSS {peak:.0f} MB"
+        )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ def _run_reader_gone(*args: str) -> subprocess.CompletedProcess:
     read_fd, write_fd = os.pipe()
     os.close(read_fd)
     try:
-        return subprocess.run([KVBENCH, *args], check=False, stdout=write_fd, stderr=subprocess.PIPE, cwd=REPO, timeout=TIMEOUT_S)
+        return subprocess.run(
+            [KVBENCH, *args], check=False, stdout=write_fd, stderr=subprocess.PIPE, cwd=REPO, timeout=TIMEOUT_S
+        )
     finally:
         os.close(write_fd)
 
@@ -27,12 +29,15 @@ def _run_reader_gone(*args: str) -> subprocess.CompletedProcess:
 # Three EPIPE paths, each exit 1 or 120 before the fix: --help is printed by rich (Console.on_broken_pipe dup2()s
 # /dev/null over stdout, exits 1); trace info by click's echo (typer wraps stdout, exits 1); kv-transfer --json by
 # print(), whose buffered 3 kB only fail at the last flush. The sql test below covers a write failing mid-output.
-@pytest.mark.parametrize("args", [
-    ("--help",),
-    ("kv-transfer", "--help"),
-    ("trace", "info", "traces/kimi-sample.jsonl"),
-    ("kv-transfer", "-m", "Llama-3.1-8B", "-n", "8k", "--json"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("kv-transfer", "--help"),
+        ("trace", "info", "traces/kimi-sample.jsonl"),
+        ("kv-transfer", "-m", "Llama-3.1-8B", "-n", "8k", "--json"),
+    ],
+)
 def test_reader_gone_before_start_exits_0_quietly(args: tuple[str, ...]) -> None:
     done = _run_reader_gone(*args)
     assert (done.returncode, done.stderr.decode()) == (0, "")
@@ -42,11 +47,30 @@ def test_reader_closing_mid_output_exits_0_quietly(tmp_path: Path) -> None:
     # `kvbench sql --csv` of 100,000 rows writes ~588 kB, far more than a pipe holds (64 kB on Linux), so kvbench
     # is still writing (blocked) when we close after reading 100 bytes: its next write fails with EPIPE, like `head`.
     run = tmp_path / "run"
-    subprocess.run([KVBENCH, "replay", "--trace", "traces/kimi-sample.jsonl", "--target",
-                    "fixed:ttft_ms=1,itl_ms=1,servers=1", "-n", "2", "-o", str(run), "-q"],
-                   cwd=REPO, check=True, timeout=TIMEOUT_S)
-    proc = subprocess.Popen([KVBENCH, "sql", str(run), "--csv", "SELECT i FROM range(100000) t(i)"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    subprocess.run(
+        [
+            KVBENCH,
+            "replay",
+            "--trace",
+            "traces/kimi-sample.jsonl",
+            "--target",
+            "fixed:ttft_ms=1,itl_ms=1,servers=1",
+            "-n",
+            "2",
+            "-o",
+            str(run),
+            "-q",
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=TIMEOUT_S,
+    )
+    proc = subprocess.Popen(
+        [KVBENCH, "sql", str(run), "--csv", "SELECT i FROM range(100000) t(i)"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
     head = proc.stdout.read(100)
     proc.stdout.close()
     _, err = proc.communicate(timeout=TIMEOUT_S)

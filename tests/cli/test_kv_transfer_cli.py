@@ -8,13 +8,27 @@ import sys
 
 
 def kvbench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "from kvbench.cli.app import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_json_one_link_request_granularity() -> None:
-    r = kvbench("kv-transfer", "--model", "Llama-3-70B", "--tokens", "8k", "--link", "roce-mooncake",
-                "--granularity", "request", "--json")
+    r = kvbench(
+        "kv-transfer",
+        "--model",
+        "Llama-3-70B",
+        "--tokens",
+        "8k",
+        "--link",
+        "roce-mooncake",
+        "--granularity",
+        "request",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     # 8000 tokens * 327,680 B = 2,621,440,000 B in one message; 415,000 ns + 2,621,440,000 / 139.2e9 s
@@ -46,11 +60,15 @@ def test_table_for_all_tiers() -> None:
 
 
 def test_bad_input_exits_2_with_one_line() -> None:
-    for args, msg in [(("-m", "GPT-5", "-n", "10"), "--model: unknown model 'GPT-5'; known: Llama-3.1-8B"),
-                      (("-m", "Qwen3-8B", "-n", "10", "-l", "ib"), "--link: unknown link 'ib'; known: nvlink-h100"),
-                      (("-m", "Qwen3-8B", "-n", "10", "-g", "page"), "--granularity: unknown 'page'; allowed: "
-                                                                    "layer-block, layer, request"),
-                      (("-m", "Qwen3-8B", "-n", "0"), "--tokens (0) and --block-tokens (16) must be >= 1")]:
+    for args, msg in [
+        (("-m", "GPT-5", "-n", "10"), "--model: unknown model 'GPT-5'; known: Llama-3.1-8B"),
+        (("-m", "Qwen3-8B", "-n", "10", "-l", "ib"), "--link: unknown link 'ib'; known: nvlink-h100"),
+        (
+            ("-m", "Qwen3-8B", "-n", "10", "-g", "page"),
+            "--granularity: unknown 'page'; allowed: layer-block, layer, request",
+        ),
+        (("-m", "Qwen3-8B", "-n", "0"), "--tokens (0) and --block-tokens (16) must be >= 1"),
+    ]:
         r = kvbench("kv-transfer", *args)
         assert r.returncode == 2
         assert r.stderr.startswith("kvbench: error: ") and msg in r.stderr and r.stderr.count("\n") == 1

@@ -19,13 +19,15 @@ def chunked(body: bytes, sizes: tuple[int, ...] = (7, 30, 1), ext: bytes = b";ex
     out, i, k = b"", 0, 0
     while i < len(body):
         n = sizes[k % len(sizes)]
-        out += b"%x%s\r\n%s\r\n" % (len(body[i:i + n]), ext, body[i:i + n])
+        out += b"%x%s\r\n%s\r\n" % (len(body[i : i + n]), ext, body[i : i + n])
         i, k = i + n, k + 1
     return out + b"0\r\nX-Trailer: t\r\n\r\n"
 
 
-CHUNKED = (b"HTTP/1.1 100 Continue\r\n\r\n" + b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-           b"Transfer-Encoding: chunked\r\n\r\n" + chunked(BODY))
+CHUNKED = (
+    b"HTTP/1.1 100 Continue\r\n\r\n" + b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n" + chunked(BODY)
+)
 
 
 class Recorder:
@@ -102,7 +104,7 @@ def test_any_split_gives_the_same_body(cuts):
 
 
 HEAD_200 = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-PLAIN = HEAD_200 + chunked(BODY, (len(BODY) // 4, 0x1f), b"")  # no extensions: the whole-chunk fast paths
+PLAIN = HEAD_200 + chunked(BODY, (len(BODY) // 4, 0x1F), b"")  # no extensions: the whole-chunk fast paths
 
 
 @settings(max_examples=150, deadline=None)
@@ -145,8 +147,9 @@ def test_close_mid_chunk_is_a_reset_and_bad_framing_is_protocol():
 
 def test_request_head_and_header_injection():
     head = request_head("http://h:81/v1/completions?x=1", {"Authorization": "Bearer k", "content-type": "a/b"})
-    assert head == (b"POST /v1/completions?x=1 HTTP/1.1\r\nHost: h:81\r\ncontent-type: a/b\r\n"
-                    b"Authorization: Bearer k\r\n")
+    assert head == (
+        b"POST /v1/completions?x=1 HTTP/1.1\r\nHost: h:81\r\ncontent-type: a/b\r\nAuthorization: Bearer k\r\n"
+    )
     with pytest.raises(ConfigError, match="single-line"):
         request_head("http://h/v1", {"X-A": "v\r\nX-Evil: 1"})
 

@@ -27,8 +27,9 @@ def test_figures_by_hand_and_the_warning(capsys):
 def test_matches_duckdb_quantile_cont(values):
     # the figures the log's SQL would give: DuckDB's quantile_cont over the same lags (ms, 3 decimals)
     con = duckdb.connect()
-    (p50, p99, worst), = con.execute("SELECT quantile_cont(v, 0.5), quantile_cont(v, 0.99), max(v) "
-                                     "FROM (SELECT unnest(?::BIGINT[]) AS v)", [values]).fetchall()
+    ((p50, p99, worst),) = con.execute(
+        "SELECT quantile_cont(v, 0.5), quantile_cont(v, 0.99), max(v) FROM (SELECT unnest(?::BIGINT[]) AS v)", [values]
+    ).fetchall()
     lag = client_lag(values, {"lag_warn_ms": 1e9})["client_lag"]
     for got, want in ((lag["p50_ms"], p50), (lag["p99_ms"], p99), (lag["max_ms"], worst)):
         assert abs(got - want / MS) <= 0.0005 + 1e-9  # both sides rounded to 3 decimals of a ms at most

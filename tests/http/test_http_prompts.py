@@ -49,8 +49,10 @@ def test_salt_changes_every_block_and_text_is_the_same_in_another_process():
     a, b = PromptBuilder("run1", 1.0), PromptBuilder("run2", 1.0)
     r = req(0, 32, (1, 2))
     assert a.text(r).splitlines()[0] != b.text(r).splitlines()[0]
-    code = ("from kvbench.http.prompts import PromptBuilder; from kvbench.records import Request;"
-            "print(PromptBuilder('run1', 1.0).text(Request(0, 0, 32, 4, (1, 2), 16)), end='')")
+    code = (
+        "from kvbench.http.prompts import PromptBuilder; from kvbench.records import Request;"
+        "print(PromptBuilder('run1', 1.0).text(Request(0, 0, 32, 4, (1, 2), 16)), end='')"
+    )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert other == a.text(r)  # no per-process hash(): a new interpreter builds the same bytes
 

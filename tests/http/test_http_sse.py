@@ -8,12 +8,14 @@ from hypothesis import strategies as st
 
 from kvbench.http.sse import SSEError, SSEParser
 
-STREAM = (b": keep-alive\r\n\r\n"
-          b"data: {\"a\": 1}\r\n\r\n"
-          b"event: message\nid: 7\nretry: 100\ndata: {\"b\": 2}\n\n"
-          b"data: line1\ndata: line2\n\n"
-          b"data:nospace\r\r"
-          b"data: [DONE]\n\n")
+STREAM = (
+    b": keep-alive\r\n\r\n"
+    b'data: {"a": 1}\r\n\r\n'
+    b'event: message\nid: 7\nretry: 100\ndata: {"b": 2}\n\n'
+    b"data: line1\ndata: line2\n\n"
+    b"data:nospace\r\r"
+    b"data: [DONE]\n\n"
+)
 EXPECTED = [b'{"a": 1}', b'{"b": 2}', b"line1\nline2", b"nospace", b"[DONE]"]
 
 
@@ -68,9 +70,9 @@ def test_huge_event_in_many_reads_and_the_limit():
     p = SSEParser(max_bytes=4 << 20)
     out = []
     for i in range(0, len(big), 65536):
-        out += p.feed(big[i:i + 65536])
+        out += p.feed(big[i : i + 65536])
     assert out == [b"x" * (3 << 20)]
     small = SSEParser(max_bytes=1024)
     with pytest.raises(SSEError, match="larger than 1024"):
-        for i in range(0, 4096, 100):
+        for _ in range(0, 4096, 100):
             small.feed(b"y" * 100)

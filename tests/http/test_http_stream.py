@@ -31,9 +31,11 @@ def chunk(chat: bool, text: str | None, finish: str | None = None, spaced: bool 
 
 def test_plain_chunks_count_without_parsing_and_usage_still_read():
     texts = [" a", " b", " c", ""]  # 3 non-empty texts = 3 tokens; the empty one counts 0
-    payloads = [chunk(False, t) for t in texts] + [chunk(False, "", "length"),
-                                                    b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,'
-                                                    b'"prompt_tokens_details":{"cached_tokens":2}}}', b"[DONE]"]
+    payloads = [chunk(False, t) for t in texts] + [
+        chunk(False, "", "length"),
+        b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}',
+        b"[DONE]",
+    ]
     r, events = feed(False, payloads)
     pre, suf = b'{"id":"cmpl-1","created":1,"choices":[{"index":0,"text":"', b'","finish_reason":null}]}'
     assert r.tpl == (pre, suf, len(pre), len(suf))
@@ -45,8 +47,14 @@ def test_plain_chunks_count_without_parsing_and_usage_still_read():
 def test_a_changed_shape_or_escaped_text_is_parsed_in_full():
     # the finish chunk shares the prefix but not the suffix; an escaped quote and non-ASCII text are parsed;
     # a new `created` second is parsed and relearnt: 5 tokens in all, then the finish reason is seen
-    payloads = [chunk(True, " a"), chunk(True, 'say "hi"'), chunk(True, "é"), chunk(True, " b", created=2),
-                chunk(True, " c", created=2), chunk(True, None, "stop")]
+    payloads = [
+        chunk(True, " a"),
+        chunk(True, 'say "hi"'),
+        chunk(True, "é"),
+        chunk(True, " b", created=2),
+        chunk(True, " c", created=2),
+        chunk(True, None, "stop"),
+    ]
     r, _ = feed(True, payloads)
     assert r.tokens == 5 and r.finish_reason == "stop"
     assert r.tpl[0].endswith(b'"created":2,"choices":[{"index":0,"delta":{"content":"')
@@ -66,8 +74,11 @@ def test_an_error_object_after_plain_chunks_still_ends_the_stream():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=6)), st.integers(1, 2)), min_size=1, max_size=12),
-       st.booleans(), st.booleans())
+@given(
+    st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=6)), st.integers(1, 2)), min_size=1, max_size=12),
+    st.booleans(),
+    st.booleans(),
+)
 def test_counts_match_a_full_parse_of_every_chunk(items, chat, spaced):
     payloads = [chunk(chat, text, spaced=spaced, created=created) for text, created in items]
     r, _ = feed(chat, payloads)
@@ -86,8 +97,11 @@ def test_bytes_that_close_the_text_string_are_parsed_not_counted():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=6)), st.integers(1, 2)), min_size=1, max_size=12),
-       st.booleans(), st.lists(st.integers(1, 400), max_size=12))
+@given(
+    st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=6)), st.integers(1, 2)), min_size=1, max_size=12),
+    st.booleans(),
+    st.lists(st.integers(1, 400), max_size=12),
+)
 def test_any_grouping_of_events_into_reads_counts_the_same(items, chat, cuts):
     # the stream cut into reads at arbitrary byte offsets: several whole events in one read (the counted-in-bulk
     # path), events split across reads (the parser), in any mix; the reference counts non-empty texts

@@ -32,24 +32,42 @@ def q(run_dir: Path, sql: str) -> list[tuple]:
 
 
 EXPECTED = {  # fault -> (terminal kind, detail prefix)
-    "ok": ("FINISH", "prompt_tokens=21"), "reset": ("ERROR", "reset: "), "http_429_body": ("REJECT", "http_429: 429 {"),
-    "http_429_empty": ("REJECT", "http_429: 429 (no body)"), "http_500_body": ("ERROR", "http_5xx: 500 {"),
-    "http_503_empty": ("ERROR", "http_5xx: 503 (no body)"), "stall": ("ERROR", "stall: "),
-    "malformed_sse": ("ERROR", "protocol: SSEError"), "invalid_json": ("ERROR", "protocol: JSONDecodeError"),
+    "ok": ("FINISH", "prompt_tokens=21"),
+    "reset": ("ERROR", "reset: "),
+    "http_429_body": ("REJECT", "http_429: 429 {"),
+    "http_429_empty": ("REJECT", "http_429: 429 (no body)"),
+    "http_500_body": ("ERROR", "http_5xx: 500 {"),
+    "http_503_empty": ("ERROR", "http_5xx: 503 (no body)"),
+    "stall": ("ERROR", "stall: "),
+    "malformed_sse": ("ERROR", "protocol: SSEError"),
+    "invalid_json": ("ERROR", "protocol: JSONDecodeError"),
     "no_done": ("ERROR", "protocol: stream ended without [DONE] after 8 tokens"),
-    "short": ("FINISH", "short_output: got 4 of 8 tokens"), "huge": ("FINISH", "prompt_tokens=21"),
-    "split_crlf": ("FINISH", "prompt_tokens=21"), "stall_headers": ("ERROR", "timeout: "),
+    "short": ("FINISH", "short_output: got 4 of 8 tokens"),
+    "huge": ("FINISH", "prompt_tokens=21"),
+    "split_crlf": ("FINISH", "prompt_tokens=21"),
+    "stall_headers": ("ERROR", "timeout: "),
     "error_obj": ("ERROR", "server_error: "),
 }
-TOKENS_BEFORE_FAULT = {"reset": 4, "stall": 2, "invalid_json": 1, "malformed_sse": 1, "error_obj": 1, "no_done": 8,
-                       "short": 4, "ok": 8, "huge": 8, "split_crlf": 8}  # server sends these before its fault
+TOKENS_BEFORE_FAULT = {
+    "reset": 4,
+    "stall": 2,
+    "invalid_json": 1,
+    "malformed_sse": 1,
+    "error_obj": 1,
+    "no_done": 8,
+    "short": 4,
+    "ok": 8,
+    "huge": 8,
+    "split_crlf": 8,
+}  # server sends these before its fault
 
 
 def test_mixed_faults_each_request_ends_once_with_its_class(tmp_path):
     assert set(EXPECTED) == set(FAULTS)
     # 3 rounds of every fault, 8 tokens asked, arrivals 1 ms apart, all in flight together
-    reqs = [Request(i, i * 1_000_000, 21, 8, prompt=fault_prompt(FAULTS[i % len(FAULTS)]))
-            for i in range(3 * len(FAULTS))]
+    reqs = [
+        Request(i, i * 1_000_000, 21, 8, prompt=fault_prompt(FAULTS[i % len(FAULTS)])) for i in range(3 * len(FAULTS))
+    ]
     # read timeout 1 s: the server shares this process (and its GIL) while it writes three 4 MiB chunks
     with FaultServer(stall_s=3.0) as srv:
         run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", read_timeout_s=1.0)
@@ -58,13 +76,16 @@ def test_mixed_faults_each_request_ends_once_with_its_class(tmp_path):
     assert sorted(r[0] for r in terminals) == list(range(len(reqs)))  # exactly one terminal event each
     for rid, kind, detail in terminals:
         want_kind, prefix = EXPECTED[FAULTS[rid % len(FAULTS)]]
-        assert (kind, detail[:len(prefix)]) == (want_kind, prefix), (rid, FAULTS[rid % len(FAULTS)], detail)
+        assert (kind, detail[: len(prefix)]) == (want_kind, prefix), (rid, FAULTS[rid % len(FAULTS)], detail)
     # nothing measured before a fault is lost: the streamed tokens are in the log, before the terminal event
     got = dict(q(run_dir, "SELECT req_id, sum(tokens) FROM EV WHERE kind IN ('FIRST_TOKEN','CHUNK') GROUP BY 1"))
     for rid in range(len(reqs)):
         assert got.get(rid, 0) == TOKENS_BEFORE_FAULT.get(FAULTS[rid % len(FAULTS)], 0), rid
-    order = q(run_dir, """SELECT count(*) FROM EV f JOIN EV t USING (req_id)
-                          WHERE f.kind = 'FIRST_TOKEN' AND t.kind IN ('FINISH','ERROR') AND f.t_ns > t.t_ns""")
+    order = q(
+        run_dir,
+        """SELECT count(*) FROM EV f JOIN EV t USING (req_id)
+                          WHERE f.kind = 'FIRST_TOKEN' AND t.kind IN ('FINISH','ERROR') AND f.t_ns > t.t_ns""",
+    )
     assert order == [(0,)]
 
 
@@ -81,8 +102,15 @@ def test_connection_refused_is_a_connect_error(tmp_path):
 def test_body_carries_exact_length_extras_headers_and_key(tmp_path, monkeypatch):
     monkeypatch.setenv("KVB_TEST_KEY", "sk-secret-123")
     with FaultServer() as srv:
-        run_dir, _ = run([Request(0, 0, 40, 5, (7, 8), 32)], srv.base_url, tmp_path / "r", min_tokens=True,
-                         api_key_env="KVB_TEST_KEY", extra_body={"temperature": 0.0}, headers={"X-Run": "t1"})
+        run_dir, _ = run(
+            [Request(0, 0, 40, 5, (7, 8), 32)],
+            srv.base_url,
+            tmp_path / "r",
+            min_tokens=True,
+            api_key_env="KVB_TEST_KEY",
+            extra_body={"temperature": 0.0},
+            headers={"X-Run": "t1"},
+        )
         body, headers = srv.requests[0], srv.headers[0]
     assert body["max_tokens"] == 5 and body["min_tokens"] == 5 and body["ignore_eos"] is True
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
@@ -116,15 +144,18 @@ def test_event_order_and_ttft_from_intended_arrival(tmp_path):
 
 
 def test_retries_are_explicit_and_recorded(tmp_path):
-    reqs = [Request(0, 0, 21, 4, prompt=fault_prompt("http_503_empty")),
-            Request(1, 0, 21, 4, prompt=fault_prompt("http_429_empty"))]
+    reqs = [
+        Request(0, 0, 21, 4, prompt=fault_prompt("http_503_empty")),
+        Request(1, 0, 21, 4, prompt=fault_prompt("http_429_empty")),
+    ]
     with FaultServer() as srv:
         run_dir, _ = run(reqs, srv.base_url, tmp_path / "r", retries=2)
         sent = len(srv.requests)
     details = dict(q(run_dir, "SELECT req_id, detail FROM EV WHERE kind IN ('ERROR', 'REJECT')"))
     assert sent == 3 + 1  # 503: first try + 2 retries; 429 is a rejection and never retried
-    assert details[0] == ("http_5xx: 503 (no body); retry 1 after http_5xx: 503 (no body); "
-                          "retry 2 after http_5xx: 503 (no body)")
+    assert details[0] == (
+        "http_5xx: 503 (no body); retry 1 after http_5xx: 503 (no body); retry 2 after http_5xx: 503 (no body)"
+    )
     assert details[1] == "http_429: 429 (no body)"
 
 
@@ -136,8 +167,10 @@ def test_ctrl_c_cancels_every_open_request_once(tmp_path):
         timer.start()
         run_dir, stats = run(reqs, srv.base_url, tmp_path / "r")
     assert stats.status == "interrupted" and stats.cancelled == 8
-    rows = q(run_dir, "SELECT req_id, count(*), min(detail) FROM EV WHERE kind IN ('FINISH','ERROR','CANCEL') "
-                      "GROUP BY 1 ORDER BY 1")
+    rows = q(
+        run_dir,
+        "SELECT req_id, count(*), min(detail) FROM EV WHERE kind IN ('FINISH','ERROR','CANCEL') GROUP BY 1 ORDER BY 1",
+    )
     assert rows == [(i, 1, "interrupted") for i in range(8)]
     assert q(run_dir, "SELECT count(*) FROM EV WHERE kind = 'ARRIVE'") == [(8,)]
 
@@ -153,8 +186,11 @@ def test_client_lag_is_checked_and_recorded(tmp_path, capfd):
 def test_server_metrics_are_scraped_into_their_table(tmp_path):
     with FaultServer(ttft_s=0.25) as srv:
         run_dir, _ = run([Request(0, 0, 21, 2)], srv.base_url, tmp_path / "r", scrape_interval_s=0.1)
-    rows = duckdb.connect().execute(f"SELECT DISTINCT name, labels FROM read_parquet('{run_dir}/server_metrics/*.parquet') "
-                                    "ORDER BY 1").fetchall()
+    rows = (
+        duckdb.connect()
+        .execute(f"SELECT DISTINCT name, labels FROM read_parquet('{run_dir}/server_metrics/*.parquet') ORDER BY 1")
+        .fetchall()
+    )
     # process_cpu_seconds_total is not in a kept family; scrapes at 0, 0.1, 0.2 s and one on the way out
     assert rows == [("llamacpp:requests_processing", ""), ("vllm:num_requests_running", 'model_name="fault-model"')]
 
@@ -166,8 +202,9 @@ def test_many_concurrent_requests_over_one_session(tmp_path, n_requests):
     with FaultServer() as srv:
         run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", concurrency=8)
     assert stats.finished == n_requests
-    assert q(run_dir, "SELECT count(*), sum(tokens) FROM EV WHERE kind = 'FINISH' AND detail = 'prompt_tokens=21'") \
-        == [(n_requests, 6 * n_requests)]
+    assert q(run_dir, "SELECT count(*), sum(tokens) FROM EV WHERE kind = 'FINISH' AND detail = 'prompt_tokens=21'") == [
+        (n_requests, 6 * n_requests)
+    ]
 
 
 def test_a_request_that_cannot_be_built_ends_in_error_and_the_rest_run(tmp_path):
@@ -176,8 +213,7 @@ def test_a_request_that_cannot_be_built_ends_in_error_and_the_rest_run(tmp_path)
     reqs = [Request(i, i * 5_000_000, 21, 8, prompt="\ud800" if i == 1 else fault_prompt("ok")) for i in range(3)]
     with FaultServer() as srv:
         run_dir, stats = run(reqs, srv.base_url, tmp_path / "r")
-    rows = q(run_dir, "SELECT req_id, kind, tokens, detail FROM EV WHERE kind IN ('FINISH', 'ERROR') "
-                      "ORDER BY req_id")
+    rows = q(run_dir, "SELECT req_id, kind, tokens, detail FROM EV WHERE kind IN ('FINISH', 'ERROR') ORDER BY req_id")
     assert [(r[0], r[1]) for r in rows] == [(0, "FINISH"), (1, "ERROR"), (2, "FINISH")]
     assert rows[0][2] == rows[2][2] == 8
     assert rows[1][3] == "internal: TypeError: str is not valid UTF-8: surrogates not allowed"
@@ -200,5 +236,5 @@ def test_faults_on_a_reused_keep_alive_connection_end_like_on_a_new_one(tmp_path
     got = dict(q(run_dir, "SELECT req_id, sum(tokens) FROM EV WHERE kind IN ('FIRST_TOKEN','CHUNK') GROUP BY 1"))
     for rid, kind, detail in terminals:
         want_kind, prefix = EXPECTED[names[rid]]
-        assert (kind, detail[:len(prefix)]) == (want_kind, prefix), (rid, names[rid], detail)
+        assert (kind, detail[: len(prefix)]) == (want_kind, prefix), (rid, names[rid], detail)
         assert got.get(rid, 0) == TOKENS_BEFORE_FAULT.get(names[rid], 0), (rid, names[rid])

@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from kvbench.http.prompts import WORDS
 from kvbench.devservers.tinymodel import SPECIALS, vocabulary, write_tiny_model
+from kvbench.http.prompts import WORDS
 
 pytestmark = pytest.mark.live
 
@@ -23,8 +23,9 @@ def post(url: str, body: dict) -> dict:
 
 def post_stream(url: str, body: dict) -> list[dict]:
     """The parsed `data:` events of a streamed response, up to [DONE]."""
-    req = urllib.request.Request(url, json.dumps({**body, "stream": True}).encode(),
-                                 {"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, json.dumps({**body, "stream": True}).encode(), {"Content-Type": "application/json"}
+    )
     events = []
     with urllib.request.urlopen(req, timeout=60) as r:
         for raw in r:
@@ -56,8 +57,16 @@ def test_tokenizer_one_token_per_word(llama_url):
     index = {t: i for i, t in enumerate(tokens)}
     got = post(llama_url + "/tokenize", {"content": "the of and\nthe zq"})["tokens"]
     # Greedy longest match: "the", " of", " and", LF (byte 0x0a), "the", " " (byte), "z", "q" (not words: bytes).
-    expected = [index["the"], index[" of"], index[" and"], index["\\x0a"], index["the"], index[" "], index["z"],
-                index["q"]]
+    expected = [
+        index["the"],
+        index[" of"],
+        index[" and"],
+        index["\\x0a"],
+        index["the"],
+        index[" "],
+        index["z"],
+        index["q"],
+    ]
     assert got == expected
     text = post(llama_url + "/detokenize", {"tokens": got})["content"]
     assert text == "the of and\nthe zq"
@@ -84,9 +93,14 @@ def test_prefix_cache_reports_cached_tokens(llama_url):
 
 
 def test_chat_template_and_usage(llama_url):
-    events = post_stream(llama_url + "/v1/chat/completions", {
-        "messages": [{"role": "user", "content": "the of and"}], "max_tokens": 5,
-        "stream_options": {"include_usage": True}})
+    events = post_stream(
+        llama_url + "/v1/chat/completions",
+        {
+            "messages": [{"role": "user", "content": "the of and"}],
+            "max_tokens": 5,
+            "stream_options": {"include_usage": True},
+        },
+    )
     content = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
     assert len(content.split()) == 5
     usage = events[-1]["usage"]

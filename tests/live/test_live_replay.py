@@ -37,19 +37,19 @@ CACHE_TOLERANCE_TOKENS = 4
 # The first request shares nothing and the second comes 1 s after it: the client's start-up lag can delay the
 # first send by a few hundred ms, and two overlapping requests cannot reuse each other's prefix.
 MOONCAKE = [
-    ([90, 91], 4),         # warm-up: reuse 0
-    ([1, 2, 10], 16),      # reuse 0
-    ([1, 2, 11], 24),      # 1, 2 seen: 1024
-    ([3, 12], 8),          # 0
-    ([1, 2, 13], 32),      # 1024
-    ([3, 14], 12),         # 512
-    ([1, 20, 21], 20),     # 1 seen, 20 new: 512
+    ([90, 91], 4),  # warm-up: reuse 0
+    ([1, 2, 10], 16),  # reuse 0
+    ([1, 2, 11], 24),  # 1, 2 seen: 1024
+    ([3, 12], 8),  # 0
+    ([1, 2, 13], 32),  # 1024
+    ([3, 14], 12),  # 512
+    ([1, 20, 21], 20),  # 1 seen, 20 new: 512
     ([1, 2, 15, 16], 16),  # 1024
     ([1, 2, 15, 17], 40),  # 15 was full in the previous request: 1536
-    ([3, 18], 8),          # 512
-    ([30, 31], 16),        # 0
+    ([3, 18], 8),  # 512
+    ([30, 31], 16),  # 0
     ([1, 2, 15, 50], 24),  # 1536
-    ([1, 20, 51], 12),     # 20 was full in request 5: 1024
+    ([1, 20, 51], 12),  # 20 was full in request 5: 1024
 ]
 
 
@@ -62,9 +62,12 @@ def frame(run_dir: Path, sql: str):
 
 def finishes(run_dir: Path) -> dict[int, tuple]:
     """req_id -> (FINISH tokens, cached_tokens, detail, output_tokens asked, trace reuse, n_blocks, input)."""
-    rows = frame(run_dir, "SELECT e.req_id, e.tokens, e.cached_tokens, e.detail, r.output_tokens, "
-                          "r.trace_reuse_tokens, r.n_blocks, r.input_tokens FROM events e JOIN requests r "
-                          "USING (req_id) WHERE e.kind = 'FINISH' ORDER BY e.req_id")
+    rows = frame(
+        run_dir,
+        "SELECT e.req_id, e.tokens, e.cached_tokens, e.detail, r.output_tokens, "
+        "r.trace_reuse_tokens, r.n_blocks, r.input_tokens FROM events e JOIN requests r "
+        "USING (req_id) WHERE e.kind = 'FINISH' ORDER BY e.req_id",
+    )
     return {r[0]: r[1:] for r in rows}
 
 
@@ -72,11 +75,35 @@ def test_mooncake_replay_cached_tokens_match_trace_reuse(llama_url, tmp_path):
     trace = tmp_path / "shared-prefix.jsonl"
     with trace.open("w") as f:
         for i, (ids, out) in enumerate(MOONCAKE):
-            f.write(json.dumps({"timestamp": 750 + 250 * i if i else 0, "input_length": 512 * (len(ids) - 1) + 100,
-                                "output_length": out, "hash_ids": ids}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "timestamp": 750 + 250 * i if i else 0,
+                        "input_length": 512 * (len(ids) - 1) + 100,
+                        "output_length": out,
+                        "hash_ids": ids,
+                    }
+                )
+                + "\n"
+            )
     run = tmp_path / "run"
-    cmd = [sys.executable, "-c", "from kvbench.cli.app import main; main()", "replay", "--trace", str(trace),
-           "--target", str(PROFILE), "--set", f"base_url={llama_url}/v1", "--set", NO_REUSE, "--out", str(run), "-q"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from kvbench.cli.app import main; main()",
+        "replay",
+        "--trace",
+        str(trace),
+        "--target",
+        str(PROFILE),
+        "--set",
+        f"base_url={llama_url}/v1",
+        "--set",
+        NO_REUSE,
+        "--out",
+        str(run),
+        "-q",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     fin = finishes(run)
@@ -93,8 +120,11 @@ def test_mooncake_replay_cached_tokens_match_trace_reuse(llama_url, tmp_path):
         assert abs(cached - server_reuse) <= CACHE_TOLERANCE_TOKENS, (i, cached, server_reuse)
     # The profile scrapes /metrics at t0, every second and at the end: the server's own counter of cached prompt
     # tokens grew by exactly what the event log's FINISH rows report (the warm-up request at t0 has none cached).
-    (first, last), = frame(run, "SELECT arg_min(value, t_ns), arg_max(value, t_ns) FROM read_parquet("
-                                f"'{run}/server_metrics/*.parquet') WHERE name = 'llamacpp:prompt_tokens_cached_total'")
+    ((first, last),) = frame(
+        run,
+        "SELECT arg_min(value, t_ns), arg_max(value, t_ns) FROM read_parquet("
+        f"'{run}/server_metrics/*.parquet') WHERE name = 'llamacpp:prompt_tokens_cached_total'",
+    )
     assert last - first == sum(f[1] for f in fin.values())
 
 
@@ -105,8 +135,18 @@ def chat_workload(n_sessions: int = 3, turns: int = 3, think_ns: int = 50_000_00
         for t in range(turns):
             full = tuple(1000 * (s + 1) + k for k in range(t + 1))
             ids = full + (1000 * (s + 1) + 100 + t,)  # private 64-token tail
-            reqs.append(Request(s * turns + t, s * 100_000_000 + t * 1_000_000, 512 * len(full) + 64, 10 + 5 * t,
-                                ids, session_id=s, turn=t, think_ns=think_ns if t else 0))
+            reqs.append(
+                Request(
+                    s * turns + t,
+                    s * 100_000_000 + t * 1_000_000,
+                    512 * len(full) + 64,
+                    10 + 5 * t,
+                    ids,
+                    session_id=s,
+                    turn=t,
+                    think_ns=think_ns if t else 0,
+                )
+            )
     reqs.sort(key=lambda r: r.arrival_ns)
     return Workload("chat-live", "test", "chat-live", lambda: iter(reqs))
 
@@ -125,8 +165,12 @@ def test_multi_turn_chat_sessions(llama_url, tmp_path):
         if reuse:  # the chat template's head and the reused blocks, token for token
             want = CHAT_HEAD_TOKENS + reuse // 512 * SERVER_TOKENS_PER_BLOCK
             assert abs(cached - want) <= CACHE_TOLERANCE_TOKENS, (i, cached, want)
-    times = dict(((rid, kind), t) for rid, kind, t in frame(
-        run_dir, "SELECT req_id, kind, t_ns FROM events WHERE kind IN ('ARRIVE', 'SEND', 'FINISH')"))
+    times = dict(
+        ((rid, kind), t)
+        for rid, kind, t in frame(
+            run_dir, "SELECT req_id, kind, t_ns FROM events WHERE kind IN ('ARRIVE', 'SEND', 'FINISH')"
+        )
+    )
     for s in range(3):
         for t in (1, 2):
             prev, cur = s * 3 + t - 1, s * 3 + t
@@ -143,8 +187,7 @@ def test_closed_loop_concurrency_4(llama_url, tmp_path):
     assert stats.finished == 16
     assert all(v[0] == 30 for v in finishes(run_dir).values())
     # In flight = SENDs minus terminal events so far; walk the events in time order (ties: ends first).
-    rows = frame(run_dir, "SELECT t_ns, kind FROM events WHERE kind IN ('SEND', 'FINISH') "
-                          "ORDER BY t_ns, kind = 'SEND'")
+    rows = frame(run_dir, "SELECT t_ns, kind FROM events WHERE kind IN ('SEND', 'FINISH') ORDER BY t_ns, kind = 'SEND'")
     level, peak = 0, 0
     for _, kind in rows:
         level += 1 if kind == "SEND" else -1

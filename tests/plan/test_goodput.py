@@ -18,6 +18,7 @@ def _step(threshold: float, calls: list[float]):
     def measure(rate: float) -> Probe:
         calls.append(rate)
         return Probe(rate, 1.0 if rate <= threshold else 0.5, 10)
+
     return measure
 
 
@@ -43,7 +44,7 @@ def test_search_halves_when_start_fails_and_reports_none_when_nothing_passes() -
 
 def test_search_caps_doubling_when_target_never_fails() -> None:
     res = search(lambda r: Probe(r, 1.0, 1), start_rate=1.0)
-    assert res.fail_rate is None and res.rate == 2.0 ** 16 and len(res.probes) == 17
+    assert res.fail_rate is None and res.rate == 2.0**16 and len(res.probes) == 17
 
 
 def test_trace_rate_is_gaps_over_span() -> None:
@@ -67,8 +68,9 @@ def _hand_attainment(rate: float) -> float:
 
 
 def _constant_trace(path: Path) -> Path:
-    lines = [json.dumps({"timestamp": k * GAP_MS, "input_length": 10, "output_length": 6, "hash_ids": []})
-             for k in range(N)]
+    lines = [
+        json.dumps({"timestamp": k * GAP_MS, "input_length": 10, "output_length": 6, "hash_ids": []}) for k in range(N)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -76,9 +78,26 @@ def _constant_trace(path: Path) -> Path:
 def test_goodput_on_fixed_target_matches_hand_curve(tmp_path: Path) -> None:
     trace = _constant_trace(tmp_path / "const.jsonl")
     out = tmp_path / "gp"
-    cmd = [sys.executable, "-c", "from kvbench.cli.app import main; main()", "goodput", "--trace", str(trace),
-           "--target", "fixed:ttft_ms=50,itl_ms=10,servers=1", "--slo", "ttft=150,tpot=20", "--attainment", "0.9",
-           "--precision", "0.02", "--gpus", "2", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from kvbench.cli.app import main; main()",
+        "goodput",
+        "--trace",
+        str(trace),
+        "--target",
+        "fixed:ttft_ms=50,itl_ms=10,servers=1",
+        "--slo",
+        "ttft=150,tpot=20",
+        "--attainment",
+        "0.9",
+        "--precision",
+        "0.02",
+        "--gpus",
+        "2",
+        "--out",
+        str(out),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     doc = read_result(out)
@@ -93,13 +112,22 @@ def test_goodput_on_fixed_target_matches_hand_curve(tmp_path: Path) -> None:
 
 def test_goodput_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     trace = _constant_trace(tmp_path / "const.jsonl")
-    base = [sys.executable, "-c", "from kvbench.cli.app import main; main()", "goodput", "--trace", str(trace),
-            "--target", "fixed:servers=1"]
-    for extra, needle in ((["--slo", "ttft=abc"], "ttft"), (["--slo", "ttft=100", "--attainment", "1.5"],
-                                                            "--attainment"),
-                          (["--slo", "ttft=100", "--arrivals", "gamma"], "--arrivals")):
-        res = subprocess.run(base + extra + ["--out", str(tmp_path / "o")], capture_output=True, text=True,
-                             timeout=60)
+    base = [
+        sys.executable,
+        "-c",
+        "from kvbench.cli.app import main; main()",
+        "goodput",
+        "--trace",
+        str(trace),
+        "--target",
+        "fixed:servers=1",
+    ]
+    for extra, needle in (
+        (["--slo", "ttft=abc"], "ttft"),
+        (["--slo", "ttft=100", "--attainment", "1.5"], "--attainment"),
+        (["--slo", "ttft=100", "--arrivals", "gamma"], "--arrivals"),
+    ):
+        res = subprocess.run(base + extra + ["--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=60)
         assert res.returncode == 2 and needle in res.stderr and res.stderr.count("\n") == 1, res.stderr
 
 

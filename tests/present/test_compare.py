@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from kvbench.analysis.bootstrap import delta_ci
-from kvbench.present.compare import compare, delta_for, split_key
 from kvbench.analysis.figures import weighted_quantiles
+from kvbench.present.compare import compare, delta_for, split_key
 from kvbench.records import Request
 from kvbench.run import RunOptions, execute
 from kvbench.target import resolve
@@ -21,9 +21,14 @@ MS = 1_000_000
 
 def _doc(values, n=None, key="ttft_ms"):
     v = np.asarray(values, dtype=float)
-    return {"metrics": {f"{key}.mean": float(v.mean()), f"{key}.p99": float(np.quantile(v, 0.99)),
-                        f"{key}.count": n or len(v)},
-            "samples": {key: {"n": n or len(v), "values": v.tolist()}}}
+    return {
+        "metrics": {
+            f"{key}.mean": float(v.mean()),
+            f"{key}.p99": float(np.quantile(v, 0.99)),
+            f"{key}.count": n or len(v),
+        },
+        "samples": {key: {"n": n or len(v), "values": v.tolist()}},
+    }
 
 
 def test_weighted_quantiles_equal_numpy_on_repeated_values():
@@ -77,16 +82,33 @@ def two_runs(tmp_path_factory):
     out = []
     for name, ttft in (("base", 50), ("cand", 70)):
         wl = Workload("w", "t", "0", lambda: iter(reqs))
-        run_dir, _ = execute(wl, resolve(f"fixed:ttft_ms={ttft},itl_ms=10,servers=0"),
-                             RunOptions(out=tmp_path_factory.mktemp("c") / name))
+        run_dir, _ = execute(
+            wl,
+            resolve(f"fixed:ttft_ms={ttft},itl_ms=10,servers=0"),
+            RunOptions(out=tmp_path_factory.mktemp("c") / name),
+        )
         out.append(run_dir)
     return out
 
 
 def test_cli_compare_runs(two_runs):
     base, cand = two_runs
-    p = subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", "compare", str(base), str(cand),
-                        "--json", "--resamples", "200"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from kvbench.cli.app import main; main()",
+            "compare",
+            str(base),
+            str(cand),
+            "--json",
+            "--resamples",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     import json
 

@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from kvbench.present.compare import delta_for
 from kvbench.config import ConfigError
+from kvbench.present.compare import delta_for
 from kvbench.present.gate import Rule, check, parse_rules, to_junit, to_markdown
 from kvbench.present.summary import known_metrics
 
@@ -22,30 +22,42 @@ def _rules(text: str):
 
 def _doc(ttft_values, **metrics):
     v = np.asarray(ttft_values, dtype=float)
-    m = {"ttft_ms.mean": float(v.mean()), "ttft_ms.p99": float(np.quantile(v, 0.99)), "ttft_ms.count": len(v),
-         "requests": len(v)}
+    m = {
+        "ttft_ms.mean": float(v.mean()),
+        "ttft_ms.p99": float(np.quantile(v, 0.99)),
+        "ttft_ms.count": len(v),
+        "requests": len(v),
+    }
     m.update(metrics)
     return {"metrics": m, "samples": {"ttft_ms": {"n": len(v), "values": v.tolist()}}}
 
 
 def test_parse_rules_defaults():
-    (r1, r2) = _rules('[[rule]]\nmetric = "ttft_ms"\nstatistic = "p99"\ntolerance_pct = 10\n'
-                      '[[rule]]\nmetric = "request_throughput"\ntolerance_abs = 0.5\nstrict = true\n')
+    (r1, r2) = _rules(
+        '[[rule]]\nmetric = "ttft_ms"\nstatistic = "p99"\ntolerance_pct = 10\n'
+        '[[rule]]\nmetric = "request_throughput"\ntolerance_abs = 0.5\nstrict = true\n'
+    )
     assert r1 == Rule("ttft_ms.p99", "ttft_ms.p99", "lower", 10, None, 0, None, None, False)
     assert (r2.key, r2.direction, r2.tolerance_abs, r2.strict) == ("request_throughput", "higher", 0.5, True)
 
 
-@pytest.mark.parametrize("text, words", [
-    ('[[rule]]\nmetric = "ttft_ms"\nstatistic = "p98"\n', "gates.toml:1 (rule 1): unknown metric 'ttft_ms.p98'"),
-    ('[[rule]]\nmetric = "ttft_ms.p99"\n[[rule]]\nmetric = "latency"\n', "gates.toml:3 (rule 2): unknown metric 'latency'"),
-    ('[[rule]]\nmetric = "ttft_ms.p99"\ntolerance = 3\n', "gates.toml:3: unknown key 'rule.tolerance'"),
-    ('[[rule]]\nmetric = "ttft_ms.p99"\ndirection = "down"\n', "direction must be"),
-    ('[[rule]]\nmetric = "ttft_ms.p99"\ntolerance_pct = 5\ntolerance_abs = 1\n', "not both"),
-    ('[[rule]]\nmetric = "ttft_ms.p99"\nmin_samples = 2.5\n', "min_samples must be a whole number"),
-    ('[[rule]]\nmetric = "ttft_ms.p99"\nmax = "high"\n', "max must be a number"),
-    ('title = "x"\n', "unknown key 'title'"),
-    ('', "expected one or more [[rule]] tables"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('[[rule]]\nmetric = "ttft_ms"\nstatistic = "p98"\n', "gates.toml:1 (rule 1): unknown metric 'ttft_ms.p98'"),
+        (
+            '[[rule]]\nmetric = "ttft_ms.p99"\n[[rule]]\nmetric = "latency"\n',
+            "gates.toml:3 (rule 2): unknown metric 'latency'",
+        ),
+        ('[[rule]]\nmetric = "ttft_ms.p99"\ntolerance = 3\n', "gates.toml:3: unknown key 'rule.tolerance'"),
+        ('[[rule]]\nmetric = "ttft_ms.p99"\ndirection = "down"\n', "direction must be"),
+        ('[[rule]]\nmetric = "ttft_ms.p99"\ntolerance_pct = 5\ntolerance_abs = 1\n', "not both"),
+        ('[[rule]]\nmetric = "ttft_ms.p99"\nmin_samples = 2.5\n', "min_samples must be a whole number"),
+        ('[[rule]]\nmetric = "ttft_ms.p99"\nmax = "high"\n', "max must be a number"),
+        ('title = "x"\n', "unknown key 'title'"),
+        ("", "expected one or more [[rule]] tables"),
+    ],
+)
 def test_rule_errors_name_file_line_and_key(text, words):
     with pytest.raises(ConfigError) as e:
         _rules(text)
@@ -101,8 +113,10 @@ def test_limits_samples_and_missing_values():
 
 
 def test_markdown_and_junit():
-    verdicts = [check(R, _doc([100.0] * 20), _doc([105.0] * 20), delta_for),
-                check(Rule("a|b", "ttft_ms.p99", "lower"), _doc([100.0] * 20), _doc([120.0] * 20), delta_for)]
+    verdicts = [
+        check(R, _doc([100.0] * 20), _doc([105.0] * 20), delta_for),
+        check(Rule("a|b", "ttft_ms.p99", "lower"), _doc([100.0] * 20), _doc([120.0] * 20), delta_for),
+    ]
     md = to_markdown(verdicts, "gate")
     assert md.startswith("### gate: FAIL (1/2 rules pass)") and "| a\\|b |" in md and "❌ regression" in md
     root = ET.fromstring(to_junit(verdicts))
@@ -112,8 +126,12 @@ def test_markdown_and_junit():
 
 
 def _gate(*args):
-    return subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", "gate", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "from kvbench.cli.app import main; main()", "gate", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_cli_exit_codes_and_outputs(tmp_path):
@@ -125,15 +143,28 @@ def test_cli_exit_codes_and_outputs(tmp_path):
     reqs = [Request(i, i * 10_000_000, 100, 2) for i in range(30)]
     runs = {}
     for name, ttft in (("base", 50), ("same", 50), ("slow", 70)):
-        runs[name], _ = execute(Workload("w", "t", "0", lambda: iter(reqs)),
-                                resolve(f"fixed:ttft_ms={ttft},itl_ms=10,servers=0"), RunOptions(out=tmp_path / name))
+        runs[name], _ = execute(
+            Workload("w", "t", "0", lambda: iter(reqs)),
+            resolve(f"fixed:ttft_ms={ttft},itl_ms=10,servers=0"),
+            RunOptions(out=tmp_path / name),
+        )
     rules = tmp_path / "gates.toml"
     rules.write_text('[[rule]]\nmetric = "ttft_ms"\nstatistic = "p99"\ntolerance_pct = 10\nmin_samples = 20\n')
     p = _gate("--baseline", str(runs["base"]), "--candidate", str(runs["same"]), "--rules", str(rules))
     assert p.returncode == 0, p.stderr
     md, junit = tmp_path / "out" / "gate.md", tmp_path / "out" / "junit.xml"
-    p = _gate("--baseline", str(runs["base"]), "--candidate", str(runs["slow"]), "--rules", str(rules),
-              "--markdown", str(md), "--junit", str(junit))
+    p = _gate(
+        "--baseline",
+        str(runs["base"]),
+        "--candidate",
+        str(runs["slow"]),
+        "--rules",
+        str(rules),
+        "--markdown",
+        str(md),
+        "--junit",
+        str(junit),
+    )
     assert p.returncode == 1 and "regression" in md.read_text()
     assert ET.parse(junit).getroot().get("failures") == "1"
     p = _gate("--baseline", str(tmp_path / "missing.json"), "--candidate", str(runs["slow"]), "--rules", str(rules))
@@ -152,11 +183,22 @@ def test_committed_fixed_baseline_gates_a_fresh_run(tmp_path):
     from kvbench.workload import load
 
     repo = Path(__file__).resolve().parents[2]
-    run, _ = execute(load.select(repo / "traces" / "kimi-sample.jsonl", None),
-                     resolve("fixed:ttft_ms=50,itl_ms=10,servers=16"), RunOptions(out=tmp_path / "cand"))
+    run, _ = execute(
+        load.select(repo / "traces" / "kimi-sample.jsonl", None),
+        resolve("fixed:ttft_ms=50,itl_ms=10,servers=16"),
+        RunOptions(out=tmp_path / "cand"),
+    )
     base = repo / "reports" / "baselines" / "fixed-kimi-sample.summary.json"
     md = tmp_path / "gate.md"
-    p = _gate("--baseline", str(base), "--candidate", str(run), "--rules", str(repo / "reports" / "gates.toml"),
-              "--markdown", str(md))
+    p = _gate(
+        "--baseline",
+        str(base),
+        "--candidate",
+        str(run),
+        "--rules",
+        str(repo / "reports" / "gates.toml"),
+        "--markdown",
+        str(md),
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "PASS (13/13 rules pass)" in md.read_text()

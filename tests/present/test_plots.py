@@ -30,8 +30,12 @@ def test_kv_transfer_figure_is_log_log_with_fit_line_and_knee() -> None:
 
 
 def test_latency_cdfs_one_panel_per_metric_one_curve_per_run() -> None:
-    rows = [{"run": run, "metric": m, "value_ms": v} for run in ("base", "cand") for m in ("TTFT", "TPOT", "E2E")
-            for v in (1.0, 2.0, 3.0, 4.0)]
+    rows = [
+        {"run": run, "metric": m, "value_ms": v}
+        for run in ("base", "cand")
+        for m in ("TTFT", "TPOT", "E2E")
+        for v in (1.0, 2.0, 3.0, 4.0)
+    ]
     fig = plots.latency_cdfs(pd.DataFrame(rows), plots.palette_for(["base", "cand"]))
     axes = fig.axes
     assert [a.get_title() for a in axes] == ["TTFT", "TPOT", "E2E"]
@@ -45,7 +49,9 @@ def test_latency_cdfs_one_panel_per_metric_one_curve_per_run() -> None:
 
 def test_over_time_draws_one_line_per_run_and_series() -> None:
     t = np.arange(5.0)
-    df = pd.concat([pd.DataFrame({"run": r, "t_s": t, "p50": t * k, "p99": t * k + 1}) for k, r in ((1, "a"), (2, "b"))])
+    df = pd.concat(
+        [pd.DataFrame({"run": r, "t_s": t, "p50": t * k, "p99": t * k + 1}) for k, r in ((1, "a"), (2, "b"))]
+    )
     panels = [plots.Panel("TTFT (ms)", {"p50": "p50", "p99": "p99"}), plots.Panel("p50 only", {"p50": "p50"})]
     fig = plots.over_time(df, panels)
     assert len(fig.axes) == 2
@@ -56,8 +62,14 @@ def test_over_time_draws_one_line_per_run_and_series() -> None:
 
 def test_heatmap_fills_idle_buckets_and_ticks_round_times() -> None:
     # Instance i0 busy in buckets 0, 10, 30 s (20 s missing: idle -> 0 when fill=0); i1 in 0 and 30.
-    df = pd.DataFrame({"run": "a", "instance": ["i0", "i0", "i0", "i1", "i1"], "t_s": [0.0, 10.0, 30.0, 0.0, 30.0],
-                       "utilisation": [0.5, 1.0, 0.25, 0.75, 1.0]})
+    df = pd.DataFrame(
+        {
+            "run": "a",
+            "instance": ["i0", "i0", "i0", "i1", "i1"],
+            "t_s": [0.0, 10.0, 30.0, 0.0, 30.0],
+            "utilisation": [0.5, 1.0, 0.25, 0.75, 1.0],
+        }
+    )
     fig = plots.heatmap(df, "utilisation", "utilisation", vmax=1.0, fill=0.0)
     mesh = fig.axes[0].collections[0]
     values = np.asarray(mesh.get_array()).reshape(2, 4)  # rows i0, i1; columns 0, 10, 20, 30 s

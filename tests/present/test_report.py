@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kvbench.eventlog import EventLog, write_manifest
-from kvbench.records import Event
 from kvbench.present.report import auto_bucket_s, build_report, delta
+from kvbench.records import Event
 
 MS = 1_000_000  # ns per ms
 EVIL = "<script>alert(1)</script>"
@@ -25,13 +25,21 @@ def _run(run_dir: Path, slow_ms: int = 0) -> Path:
     with a hostile detail. r2: arrive 100 ms, first token 150 ms (+slow_ms), last 250 ms (+slow_ms), 3 tokens.
     TTFT = 100 and 50 (+slow) ms -> mean 75 ms at slow 0; TPOT r0 = 200/4 = 50 ms, r2 = 100/2 = 50 ms."""
     s = slow_ms * MS
-    events = [Event(0, 0, "ARRIVE", tokens=10), Event(0, 0, "SEND"), Event(100 * MS, 0, "FIRST_TOKEN", "ep", 1),
-              Event(300 * MS, 0, "LAST_TOKEN", "ep", 5), Event(300 * MS, 0, "FINISH", "ep", 5, 4),
-              Event(50 * MS, 1, "ARRIVE", tokens=10), Event(50 * MS, 1, "SEND"),
-              Event(80 * MS, 1, "ERROR", "ep", detail=f"server_error: {EVIL}"),
-              Event(100 * MS, 2, "ARRIVE", tokens=10), Event(100 * MS, 2, "SEND"),
-              Event(150 * MS + s, 2, "FIRST_TOKEN", "ep", 1), Event(250 * MS + s, 2, "LAST_TOKEN", "ep", 3),
-              Event(250 * MS + s, 2, "FINISH", "ep", 3, 0)]
+    events = [
+        Event(0, 0, "ARRIVE", tokens=10),
+        Event(0, 0, "SEND"),
+        Event(100 * MS, 0, "FIRST_TOKEN", "ep", 1),
+        Event(300 * MS, 0, "LAST_TOKEN", "ep", 5),
+        Event(300 * MS, 0, "FINISH", "ep", 5, 4),
+        Event(50 * MS, 1, "ARRIVE", tokens=10),
+        Event(50 * MS, 1, "SEND"),
+        Event(80 * MS, 1, "ERROR", "ep", detail=f"server_error: {EVIL}"),
+        Event(100 * MS, 2, "ARRIVE", tokens=10),
+        Event(100 * MS, 2, "SEND"),
+        Event(150 * MS + s, 2, "FIRST_TOKEN", "ep", 1),
+        Event(250 * MS + s, 2, "LAST_TOKEN", "ep", 3),
+        Event(250 * MS + s, 2, "FINISH", "ep", 3, 0),
+    ]
     log = EventLog(run_dir)
     for e in sorted(events, key=lambda e: e.t_ns):
         log.emit(tuple(e))
@@ -39,10 +47,17 @@ def _run(run_dir: Path, slow_ms: int = 0) -> Path:
         # req_id, session, turn, arrival, input 10, output, reasoning, block tokens, blocks, trace reuse, workload
         log.requests.append((req_id, -1, 0, arrival_ms * MS, 10, out, 0, 512, 1, reuse, "hand"))
     log.close()
-    write_manifest(run_dir, {"schema_version": 1, "run_id": f"hand-{EVIL}", "status": "complete",
-                             "workload": {"name": EVIL_NAME, "source": "hand", "slo_ms": {"ttft": 120}},
-                             "target": {"kind": "openai", "name": f"http://x/{EVIL}"},
-                             "counts": {"last_t_ns": 300 * MS}})
+    write_manifest(
+        run_dir,
+        {
+            "schema_version": 1,
+            "run_id": f"hand-{EVIL}",
+            "status": "complete",
+            "workload": {"name": EVIL_NAME, "source": "hand", "slo_ms": {"ttft": 120}},
+            "target": {"kind": "openai", "name": f"http://x/{EVIL}"},
+            "counts": {"last_t_ns": 300 * MS},
+        },
+    )
     return run_dir
 
 
@@ -116,12 +131,15 @@ def test_auto_bucket_is_round_and_bounded() -> None:
 
 
 def test_sim_run_report_has_heatmaps_and_kv_transfers(tmp_path: Path, conversation_trace: Path) -> None:
-    from kvbench.cli.app import app
     from typer.testing import CliRunner
 
+    from kvbench.cli.app import app
+
     run = tmp_path / "sim"
-    res = CliRunner().invoke(app, ["replay", "--trace", str(conversation_trace), "--target", "sim:pd-2p2d",
-                                   "-n", "150", "--out", str(run), "-q"])
+    res = CliRunner().invoke(
+        app,
+        ["replay", "--trace", str(conversation_trace), "--target", "sim:pd-2p2d", "-n", "150", "--out", str(run), "-q"],
+    )
     assert res.exit_code == 0, res.output
     html = build_report([run], "html")
     for key in ("util-heatmap", "kv-heatmap", "kv-transfer"):
@@ -139,8 +157,12 @@ def _kvbench(monkeypatch, capsys, *args: str) -> tuple[int, str]:
 
 
 def test_bad_input_is_one_line_exit_2(runs, tmp_path: Path, monkeypatch, capsys) -> None:
-    for args, needle in (([str(tmp_path)], "run.json"), ([str(runs[0]), "--format", "pdf"], "--format"),
-                         ([str(runs[0]), "--slo", "ttft=fast"], "--slo"), ([str(runs[0]), str(runs[0])], "twice")):
+    for args, needle in (
+        ([str(tmp_path)], "run.json"),
+        ([str(runs[0]), "--format", "pdf"], "--format"),
+        ([str(runs[0]), "--slo", "ttft=fast"], "--slo"),
+        ([str(runs[0]), str(runs[0])], "twice"),
+    ):
         code, err = _kvbench(monkeypatch, capsys, "report", *args, "-o", str(tmp_path / "r.html"))
         assert code == 2 and needle in err and err.count("\n") == 1, err
 
@@ -148,17 +170,37 @@ def test_bad_input_is_one_line_exit_2(runs, tmp_path: Path, monkeypatch, capsys)
 def test_cli_report_with_goodput_curve_renders_in_chromium(runs, tmp_path: Path, monkeypatch, capsys) -> None:
     from kvbench.plan.goodput import GoodputResult, Probe, write_result
 
-    write_result(GoodputResult(0.9, 0.05, 10.0, 10.4, (Probe(5, 1.0, 100), Probe(10, 0.95, 100),
-                                                       Probe(10.4, 0.5, 100)), slo={"ttft": 150.0}), tmp_path / "gp")
+    write_result(
+        GoodputResult(
+            0.9,
+            0.05,
+            10.0,
+            10.4,
+            (Probe(5, 1.0, 100), Probe(10, 0.95, 100), Probe(10.4, 0.5, 100)),
+            slo={"ttft": 150.0},
+        ),
+        tmp_path / "gp",
+    )
     out = tmp_path / "report.html"
-    code, err = _kvbench(monkeypatch, capsys, "report", str(runs[0]), str(runs[1]), str(tmp_path / "gp"), "-o",
-                         str(out))
+    code, err = _kvbench(
+        monkeypatch, capsys, "report", str(runs[0]), str(runs[1]), str(tmp_path / "gp"), "-o", str(out)
+    )
     assert code == 0, err
     chromium = shutil.which("chromium")
     assert chromium, "Debian's chromium is needed: apt-get install -y chromium"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     dom = subprocess.run([chromium, *flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "CONSOLE" not in dom.stderr and "Uncaught" not in dom.stderr, dom.stderr[-2000:]

@@ -12,20 +12,29 @@ import pytest
 from support.faultserver import FaultServer
 from support.metrics_logs import real_run
 
-from kvbench.present import summary
 from kvbench.eventlog import read_manifest, write_manifest
-from kvbench.records import Request
+from kvbench.present import summary
 from kvbench.present.report import build_report
+from kvbench.records import Request
 from kvbench.run import RunOptions, execute
 from kvbench.target import TargetSpec
 from kvbench.workload.load import Workload
 
-LAG_BEHIND = {"requests": 5, "p50_ms": 3.0, "p99_ms": 12.345, "max_ms": 14.0, "threshold_ms": 10.0, "behind": True,
-              "warning": "client fell behind the schedule: send lag p99 12.3 ms > 10 ms; ..."}
+LAG_BEHIND = {
+    "requests": 5,
+    "p50_ms": 3.0,
+    "p99_ms": 12.345,
+    "max_ms": 14.0,
+    "threshold_ms": 10.0,
+    "behind": True,
+    "warning": "client fell behind the schedule: send lag p99 12.3 ms > 10 ms; ...",
+}
 LAG_OK = {"requests": 5, "p50_ms": 0.1, "p99_ms": 0.4, "max_ms": 0.5, "threshold_ms": 10.0, "behind": False}
 # p99 12.345 -> "12.3" (one decimal), threshold 10.0 -> "10" (%g)
-TEXT = ("run lagged: the client fell behind the schedule: send lag p99 12.3 ms > threshold 10 ms; "
-        "its latencies (TTFT, E2E) include client delay")
+TEXT = (
+    "run lagged: the client fell behind the schedule: send lag p99 12.3 ms > threshold 10 ms; "
+    "its latencies (TTFT, E2E) include client delay"
+)
 
 
 def _with_lag(run_dir, lag):
@@ -72,18 +81,32 @@ def test_summary_prints_the_warning_on_one_line(runs):
 def test_real_endpoint_run_behind_is_reported_with_its_figures(tmp_path):
     wl = Workload("t", "mem", "0", lambda: iter([Request(0, 0, 21, 2), Request(1, 1_000_000, 21, 2)]))
     with FaultServer() as srv:
-        spec = TargetSpec("openai", "fault", {"kind": "openai", "base_url": srv.base_url, "model": "fault-model",
-                                              "word_tokens": 2.0, "read_timeout_s": 0.3, "lag_warn_ms": 0.0})
+        spec = TargetSpec(
+            "openai",
+            "fault",
+            {
+                "kind": "openai",
+                "base_url": srv.base_url,
+                "model": "fault-model",
+                "word_tokens": 2.0,
+                "read_timeout_s": 0.3,
+                "lag_warn_ms": 0.0,
+            },
+        )
         run_dir, stats = execute(wl, spec, RunOptions(out=tmp_path / "real"))
     assert stats.status == "complete"
     lag = json.loads((run_dir / "run.json").read_text())["client_lag"]
     assert lag["behind"] is True  # any lag is above a 0 ms threshold
     md = build_report([run_dir], "md")
-    assert (f"send lag p99 {lag['p99_ms']:.1f} ms &gt; threshold 0 ms; its latencies (TTFT, E2E) include client "
-            "delay") in md and f"run {run_dir.name}: the client fell behind" in md
+    assert (
+        f"send lag p99 {lag['p99_ms']:.1f} ms &gt; threshold 0 ms; its latencies (TTFT, E2E) include client delay"
+    ) in md and f"run {run_dir.name}: the client fell behind" in md
     # The fault server reports usage.prompt_tokens = 21 for each 21-token prompt: ratio 42 / 42, delta 0.
-    details = duckdb.connect().execute(f"SELECT detail FROM read_parquet('{run_dir}/events/*.parquet') "
-                                       "WHERE kind = 'FINISH'").fetchall()
+    details = (
+        duckdb.connect()
+        .execute(f"SELECT detail FROM read_parquet('{run_dir}/events/*.parquet') WHERE kind = 'FINISH'")
+        .fetchall()
+    )
     assert details == [("prompt_tokens=21",)] * 2
     m = summary.build(run_dir)["metrics"]
     assert (m["input_len_delta.count"], m["input_len_ratio"], m["input_len_delta.p50"]) == (2, 1.0, 0)

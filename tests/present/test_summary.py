@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from kvbench.present import summary
 from kvbench.eventlog import read_manifest, write_manifest
+from kvbench.present import summary
 from kvbench.records import Request
 from kvbench.run import RunOptions, execute
 from kvbench.target import resolve
@@ -25,8 +25,11 @@ def fixed_run(tmp_path_factory):
     # 8 requests at i * 100 ms, outputs 1 2 3 4 1 2 3 4 tokens; no queueing (servers=0); every 4th released fails
     reqs = [Request(i, i * 100 * MS, 100 * (i + 1), [1, 2, 3, 4][i % 4]) for i in range(8)]
     wl = Workload("hand", "test", "0", lambda: iter(reqs), slo_ms={"ttft": 40.0})
-    run_dir, stats = execute(wl, resolve("fixed:ttft_ms=50,itl_ms=10,servers=0,fail_every=4"),
-                             RunOptions(out=tmp_path_factory.mktemp("s") / "run"))
+    run_dir, stats = execute(
+        wl,
+        resolve("fixed:ttft_ms=50,itl_ms=10,servers=0,fail_every=4"),
+        RunOptions(out=tmp_path_factory.mktemp("s") / "run"),
+    )
     assert stats.status == "complete"
     return run_dir
 
@@ -78,8 +81,23 @@ def test_killed_run_is_reported_and_running_requests_counted(tmp_path, fixed_run
 
 
 def test_cli_summary_json_writes_file(tmp_path, fixed_run):
-    p = subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", "summary", str(fixed_run),
-                        "--json", "--bucket", "0.25", "--slo", "ttft=60"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from kvbench.cli.app import main; main()",
+            "summary",
+            str(fixed_run),
+            "--json",
+            "--bucket",
+            "0.25",
+            "--slo",
+            "ttft=60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc == json.loads((fixed_run / "summary.json").read_text())
@@ -89,8 +107,10 @@ def test_cli_summary_json_writes_file(tmp_path, fixed_run):
 
 
 def _table_rows(text: str) -> dict[str, list[str]]:
-    return {c[0]: c[1:] for c in ([x.strip() for x in line.strip("│").split("│")] for line in text.splitlines()
-                                  if line.startswith("│"))}
+    return {
+        c[0]: c[1:]
+        for c in ([x.strip() for x in line.strip("│").split("│")] for line in text.splitlines() if line.startswith("│"))
+    }
 
 
 def test_per_instance_figures_print_as_one_table(tmp_path):

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from kvbench.cli.app import app
 from kvbench.eventlog import EventLog, write_manifest
-from kvbench.records import Event
 from kvbench.present.timeline import assign_lanes, build_trace
+from kvbench.records import Event
 
 MS = 1_000_000  # ns per ms
 
@@ -26,8 +26,9 @@ def _write_run(run_dir: Path, events: list[Event], kind: str, steps: list[tuple]
     for row in steps:
         log.table("steps").append(row)
     log.close()
-    write_manifest(run_dir, {"schema_version": 1, "run_id": "hand", "status": "complete",
-                             "target": {"kind": kind, "name": kind}})
+    write_manifest(
+        run_dir, {"schema_version": 1, "run_id": "hand", "status": "complete", "target": {"kind": kind, "name": kind}}
+    )
     return run_dir
 
 
@@ -43,7 +44,7 @@ def _check_valid(trace: dict) -> dict[tuple[int, int], list[tuple[int, int, str]
             tracks.setdefault((e["pid"], e["tid"]), []).append((a, a + round(e["dur"] * 1000), e["name"]))
     for spans in tracks.values():
         spans.sort()
-        for (a0, b0, _), (a1, _, _) in zip(spans, spans[1:]):
+        for (_a0, b0, _), (a1, _, _) in zip(spans, spans[1:]):
             assert b0 <= a1, spans
     return tracks
 
@@ -52,22 +53,33 @@ def _sim_events() -> list[Event]:
     # Request 0: arrives 0, routed to prefill-0, queues 0..2 ms, prefills 2..10, transfers 10..12 to decode-0,
     # decodes 12..30. Request 1: arrives 1 ms, queues until 10 (prefill-0 busy), prefills 10..15, rejected? no:
     # errors at 15 ms on prefill-0 (so its only phases are queue 1..10 and prefill 10..15).
-    ev = [Event(0, 0, "ARRIVE", tokens=100), Event(0, 0, "SEND"), Event(0, 0, "ROUTE", "prefill-0"),
-          Event(2 * MS, 0, "PREFILL_START", "prefill-0"), Event(10 * MS, 0, "PREFILL_END", "prefill-0"),
-          Event(10 * MS, 0, "KV_XFER_START", "decode-0", nbytes=4096),
-          Event(12 * MS, 0, "KV_XFER_END", "decode-0", nbytes=4096), Event(12 * MS, 0, "DECODE_START", "decode-0"),
-          Event(12 * MS, 0, "FIRST_TOKEN", "decode-0", tokens=1), Event(30 * MS, 0, "LAST_TOKEN", "decode-0", 10),
-          Event(30 * MS, 0, "FINISH", "decode-0", tokens=10),
-          Event(1 * MS, 1, "ARRIVE", tokens=50), Event(1 * MS, 1, "SEND"), Event(1 * MS, 1, "ROUTE", "prefill-0"),
-          Event(10 * MS, 1, "PREFILL_START", "prefill-0"),
-          Event(15 * MS, 1, "ERROR", "prefill-0", detail="oom: <script>alert(1)</script>")]
+    ev = [
+        Event(0, 0, "ARRIVE", tokens=100),
+        Event(0, 0, "SEND"),
+        Event(0, 0, "ROUTE", "prefill-0"),
+        Event(2 * MS, 0, "PREFILL_START", "prefill-0"),
+        Event(10 * MS, 0, "PREFILL_END", "prefill-0"),
+        Event(10 * MS, 0, "KV_XFER_START", "decode-0", nbytes=4096),
+        Event(12 * MS, 0, "KV_XFER_END", "decode-0", nbytes=4096),
+        Event(12 * MS, 0, "DECODE_START", "decode-0"),
+        Event(12 * MS, 0, "FIRST_TOKEN", "decode-0", tokens=1),
+        Event(30 * MS, 0, "LAST_TOKEN", "decode-0", 10),
+        Event(30 * MS, 0, "FINISH", "decode-0", tokens=10),
+        Event(1 * MS, 1, "ARRIVE", tokens=50),
+        Event(1 * MS, 1, "SEND"),
+        Event(1 * MS, 1, "ROUTE", "prefill-0"),
+        Event(10 * MS, 1, "PREFILL_START", "prefill-0"),
+        Event(15 * MS, 1, "ERROR", "prefill-0", detail="oom: <script>alert(1)</script>"),
+    ]
     return sorted(ev, key=lambda e: e.t_ns)
 
 
 def test_sim_trace_has_instance_tracks_steps_and_phases(tmp_path: Path) -> None:
-    steps = [("prefill-0", 2 * MS, 10 * MS, 1, 1, 100, 0, 7, 100),
-             ("prefill-0", 10 * MS, 15 * MS, 1, 1, 50, 0, 11, 100),
-             ("decode-0", 12 * MS, 30 * MS, 9, 1, 0, 1, 3, 100)]
+    steps = [
+        ("prefill-0", 2 * MS, 10 * MS, 1, 1, 100, 0, 7, 100),
+        ("prefill-0", 10 * MS, 15 * MS, 1, 1, 50, 0, 11, 100),
+        ("decode-0", 12 * MS, 30 * MS, 9, 1, 0, 1, 3, 100),
+    ]
     run = _write_run(tmp_path / "sim", _sim_events(), "sim", steps)
     trace = build_trace(run)
     tracks = _check_valid(trace)
@@ -94,14 +106,22 @@ def test_real_run_lanes_by_overlap_and_request_cap(tmp_path: Path) -> None:
     # (starts after r1 ended at 20 -> reuses lane 1, the lowest free lane).
     ev = []
     for rid, a, first, last in ((0, 0, 10, 40), (1, 5, 8, 20), (2, 25, 30, 60)):
-        ev += [Event(a * MS, rid, "ARRIVE"), Event(a * MS + MS // 2, rid, "SEND"),
-               Event(first * MS, rid, "FIRST_TOKEN", "http://x", 1), Event(first * MS + 1, rid, "CHUNK", "http://x", 1),
-               Event(last * MS, rid, "LAST_TOKEN", "http://x", 5), Event(last * MS, rid, "FINISH", "http://x", 5)]
+        ev += [
+            Event(a * MS, rid, "ARRIVE"),
+            Event(a * MS + MS // 2, rid, "SEND"),
+            Event(first * MS, rid, "FIRST_TOKEN", "http://x", 1),
+            Event(first * MS + 1, rid, "CHUNK", "http://x", 1),
+            Event(last * MS, rid, "LAST_TOKEN", "http://x", 5),
+            Event(last * MS, rid, "FINISH", "http://x", 5),
+        ]
     run = _write_run(tmp_path / "real", sorted(ev, key=lambda e: e.t_ns), "openai")
     tracks = _check_valid(build_trace(run))
     assert sorted(tracks) == [(1, 0), (1, 1)]
-    assert tracks[(1, 0)] == [(0, MS // 2, "client lag"), (MS // 2, 10 * MS, "waiting first token"),
-                              (10 * MS, 40 * MS, "streaming")]
+    assert tracks[(1, 0)] == [
+        (0, MS // 2, "client lag"),
+        (MS // 2, 10 * MS, "waiting first token"),
+        (10 * MS, 40 * MS, "streaming"),
+    ]
     assert [s[2] for s in tracks[(1, 1)]] == ["client lag", "waiting first token", "streaming"] * 2
     assert tracks[(1, 1)][3][0] == 25 * MS
     capped = build_trace(run, max_requests=2)
@@ -112,8 +132,21 @@ def test_real_run_lanes_by_overlap_and_request_cap(tmp_path: Path) -> None:
 def test_cli_timeline_on_fixed_target_run(tmp_path: Path, synthetic_trace: Path) -> None:
     runner = CliRunner()
     run = tmp_path / "run"
-    res = runner.invoke(app, ["replay", "--trace", str(synthetic_trace), "--target",
-                              "fixed:ttft_ms=50,itl_ms=10,servers=2", "-n", "40", "--out", str(run), "-q"])
+    res = runner.invoke(
+        app,
+        [
+            "replay",
+            "--trace",
+            str(synthetic_trace),
+            "--target",
+            "fixed:ttft_ms=50,itl_ms=10,servers=2",
+            "-n",
+            "40",
+            "--out",
+            str(run),
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = tmp_path / "trace.json"
     res = runner.invoke(app, ["timeline", str(run), "-o", str(out), "--max-requests", "30"])
@@ -121,8 +154,12 @@ def test_cli_timeline_on_fixed_target_run(tmp_path: Path, synthetic_trace: Path)
     trace = json.loads(out.read_text())
     _check_valid(trace)
     assert len({e["args"]["req_id"] for e in trace["traceEvents"] if e["ph"] == "X"}) == 30
-    bad = subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", "timeline", str(tmp_path),
-                          "-o", str(out)], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-c", "from kvbench.cli.app import main; main()", "timeline", str(tmp_path), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "no run.json" in bad.stderr and bad.stderr.count("\n") == 1
 
 

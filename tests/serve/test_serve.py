@@ -59,8 +59,13 @@ def token_chunks(events: list[tuple[int, dict]], chat: bool) -> list[tuple[int, 
 
 
 def test_completion_stream_timing_counts_usage(fixed_server):
-    body = {"prompt": "one two three four five six seven", "max_tokens": 12, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": "one two three four five six seven",
+        "max_tokens": 12,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     events, _ = asyncio.run(stream(fixed_server, "/completions", body))
     toks = token_chunks(events, chat=False)
     assert [text for _, text in toks] == [f" w{i}" for i in range(12)]  # one chunk per token, exactly 12
@@ -74,8 +79,12 @@ def test_completion_stream_timing_counts_usage(fixed_server):
     assert [d["choices"][0]["finish_reason"] for d in finals] == ["length"]
     usage = events[-1][1]["usage"]
     assert events[-1][1]["choices"] == []
-    assert usage == {"prompt_tokens": 7, "completion_tokens": 12, "total_tokens": 19,
-                     "prompt_tokens_details": {"cached_tokens": 0}}
+    assert usage == {
+        "prompt_tokens": 7,
+        "completion_tokens": 12,
+        "total_tokens": 19,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
 
 
 def test_eos_min_tokens_and_ignore_eos(fixed_server):
@@ -116,8 +125,13 @@ def test_prefix_cache_reports_cached_tokens(fixed_server):
 
 def test_chat_multi_turn_stream(fixed_server):
     async def turn(messages: list[dict]) -> tuple[str, dict, dict]:
-        body = {"messages": messages, "max_completion_tokens": 5, "ignore_eos": True, "stream": True,
-                "stream_options": {"include_usage": True}}
+        body = {
+            "messages": messages,
+            "max_completion_tokens": 5,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         events, _ = await stream(fixed_server, "/chat/completions", body)
         assert events[0][1]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
         text = "".join(t for _, t in token_chunks(events, chat=True))
@@ -145,9 +159,10 @@ def test_non_streaming_and_plain_endpoints(fixed_server):
 
     async def go():
         async with aiohttp.ClientSession() as s:
-            async with s.post(fixed_server + "/chat/completions",
-                              json={"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 3,
-                                    "ignore_eos": True}) as r:
+            async with s.post(
+                fixed_server + "/chat/completions",
+                json={"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 3, "ignore_eos": True},
+            ) as r:
                 whole = await r.json()
             async with s.get(fixed_server + "/models") as r:
                 models = await r.json()
@@ -175,6 +190,7 @@ def test_concurrent_requests_do_not_queue():
     # last would wait 6 * 300 = 1800 ms. The bound 1200 ms separates the two with room for a slow machine.
     proc, url = start_serve("--target", "fixed:ttft_ms=300,itl_ms=1")
     try:
+
         async def one(i: int) -> int:
             events, _ = await stream(url, "/completions", {"prompt": f"c{i}", "max_tokens": 2, "stream": True})
             return token_chunks(events, chat=False)[0][0]
@@ -205,10 +221,15 @@ def test_metrics_count_what_was_served():
     late_sum = values.pop("kvbench:token_lateness_seconds_sum")
     late_max = values.pop("kvbench:token_lateness_seconds_max")
     assert 0 <= late_max <= late_sum  # the 6 tokens' lateness past their deadlines: machine-dependent, not zero
-    assert values == {"kvbench:requests_total": 2, "kvbench:requests_running": 0,
-                      "kvbench:prompt_tokens_total": 10, "kvbench:prompt_tokens_cached_total": 4,
-                      "kvbench:generation_tokens_total": 6, "kvbench:request_errors_total": 0,
-                      "kvbench:client_disconnects_total": 0}
+    assert values == {
+        "kvbench:requests_total": 2,
+        "kvbench:requests_running": 0,
+        "kvbench:prompt_tokens_total": 10,
+        "kvbench:prompt_tokens_cached_total": 4,
+        "kvbench:generation_tokens_total": 6,
+        "kvbench:request_errors_total": 0,
+        "kvbench:client_disconnects_total": 0,
+    }
 
 
 def test_client_disconnect_mid_stream_is_counted_not_a_traceback():
@@ -234,11 +255,14 @@ def test_client_disconnect_mid_stream_is_counted_not_a_traceback():
     assert "Traceback" not in proc.stderr.read()
 
 
-@pytest.mark.parametrize("target, needle", [
-    ("fixed:ttft_ms=-1", "fixed.ttft_ms must be a non-negative number"),
-    ("fixed:ttft_ms=5,servers=2", "unknown fixed target key 'servers'"),
-    ("http://127.0.0.1:1/v1", "--target must be fixed"),
-])
+@pytest.mark.parametrize(
+    "target, needle",
+    [
+        ("fixed:ttft_ms=-1", "fixed.ttft_ms must be a non-negative number"),
+        ("fixed:ttft_ms=5,servers=2", "unknown fixed target key 'servers'"),
+        ("http://127.0.0.1:1/v1", "--target must be fixed"),
+    ],
+)
 def test_bad_target_is_one_line_exit_2(target, needle):
     cmd = [sys.executable, "-c", "from kvbench.cli.app import main; main()", "serve", "--port", "0", "--target", target]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
@@ -255,8 +279,13 @@ def test_sim_target_timing_follows_one_request_simulation():
     assert want.ttft_ns > 0 and want.itl_ns > 0
     proc, url = start_serve("--target", "sim")
     try:
-        body = {"prompt": " ".join(f"s{i}" for i in range(40)), "max_tokens": 8, "ignore_eos": True,
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "prompt": " ".join(f"s{i}" for i in range(40)),
+            "max_tokens": 8,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         events, _ = asyncio.run(stream(url, "/completions", body))
     finally:
         stop(proc)
@@ -282,24 +311,37 @@ def test_replay_through_kvbench_serve(tmp_path):
 
     # (hash_ids, input tokens, output tokens). A block that is reused later is full where first seen: the trace
     # counts a reused id as 512 tokens even if its first request had only a partial block of it.
-    rows = [([1, 2, 3], 1064, 8), ([1, 2, 4], 1064, 12), ([5, 6], 552, 4), ([1, 7, 11], 1536, 6),
-            ([1, 7, 11, 12], 1600, 10)]
+    rows = [
+        ([1, 2, 3], 1064, 8),
+        ([1, 2, 4], 1064, 12),
+        ([5, 6], 552, 4),
+        ([1, 7, 11], 1536, 6),
+        ([1, 7, 11, 12], 1600, 10),
+    ]
     trace = tmp_path / "t.jsonl"
-    trace.write_text("".join(json.dumps({"timestamp": 100 * i, "input_length": n, "output_length": out,
-                                         "hash_ids": ids}) + "\n"
-                             for i, (ids, n, out) in enumerate(rows)))
+    trace.write_text(
+        "".join(
+            json.dumps({"timestamp": 100 * i, "input_length": n, "output_length": out, "hash_ids": ids}) + "\n"
+            for i, (ids, n, out) in enumerate(rows)
+        )
+    )
     proc, url = start_serve("--target", "fixed:ttft_ms=40,itl_ms=2")
     try:
         run_dir, stats = execute(from_trace(trace), resolve(url), RunOptions(seed=0, out=tmp_path / "run"))
     finally:
         stop(proc)
     assert stats.finished == 5
-    got = duckdb.sql(
-        f"SELECT f.req_id, f.tokens, f.cached_tokens, r.trace_reuse_tokens, r.output_tokens, s.t_ns - a.t_ns "
-        f"FROM read_parquet('{run_dir}/events/*.parquet') f JOIN read_parquet('{run_dir}/requests/*.parquet') r "
-        f"USING (req_id) JOIN read_parquet('{run_dir}/events/*.parquet') s USING (req_id) "
-        f"JOIN read_parquet('{run_dir}/events/*.parquet') a USING (req_id) "
-        f"WHERE f.kind = 'FINISH' AND s.kind = 'FIRST_TOKEN' AND a.kind = 'SEND' ORDER BY f.req_id").fetchall()
+    got = (
+        duckdb.connect()
+        .sql(
+            f"SELECT f.req_id, f.tokens, f.cached_tokens, r.trace_reuse_tokens, r.output_tokens, s.t_ns - a.t_ns "
+            f"FROM read_parquet('{run_dir}/events/*.parquet') f JOIN read_parquet('{run_dir}/requests/*.parquet') r "
+            f"USING (req_id) JOIN read_parquet('{run_dir}/events/*.parquet') s USING (req_id) "
+            f"JOIN read_parquet('{run_dir}/events/*.parquet') a USING (req_id) "
+            f"WHERE f.kind = 'FINISH' AND s.kind = 'FIRST_TOKEN' AND a.kind = 'SEND' ORDER BY f.req_id"
+        )
+        .fetchall()
+    )
     # Reuse by hand: [1,2,3] 0; [1,2,4] 1,2 seen = 1024; [5,6] 0; [1,7,11] 1 = 512; [1,7,11,12] 1,7,11 = 1536.
     assert [(g[2], g[3]) for g in got] == [(0, 0), (1024, 1024), (0, 0), (512, 512), (1536, 1536)]
     assert all(g[1] == g[4] for g in got)  # FINISH tokens == output tokens asked

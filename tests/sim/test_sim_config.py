@@ -112,8 +112,20 @@ def test_unknown_preset_lists_the_presets():
     assert "colocated-8" in str(e.value) and "mooncake-8p8d" in str(e.value)
 
 
-@pytest.mark.parametrize("name", ["colocated-8", "pd-2p2d", "distserve-1p1d", "mooncake-8p8d", "sglang-pd",
-                                  "dynamo-kv-router", "cpd", "star", "spec-decode"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "colocated-8",
+        "pd-2p2d",
+        "distserve-1p1d",
+        "mooncake-8p8d",
+        "sglang-pd",
+        "dynamo-kv-router",
+        "cpd",
+        "star",
+        "spec-decode",
+    ],
+)
 def test_every_preset_parses_and_builds(tmp_path, name):
     spec = resolve(f"sim:{name}")
     assert spec.kind == "sim" and find_adapter(name).is_file()

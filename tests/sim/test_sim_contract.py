@@ -24,8 +24,18 @@ def _sessions(n: int = 80) -> list[Request]:
         session = i % 6 if i % 3 else -1
         turn = i // 6 if session >= 0 else 0
         blocks = tuple(range(session * 100, session * 100 + turn + 2)) if session >= 0 else (10_000 + i,)
-        reqs.append(Request(i, t, 512 * len(blocks) - 7, rng.randrange(0, 120), blocks, session_id=session,
-                            turn=turn, think_ns=20 * MS))
+        reqs.append(
+            Request(
+                i,
+                t,
+                512 * len(blocks) - 7,
+                rng.randrange(0, 120),
+                blocks,
+                session_id=session,
+                turn=turn,
+                think_ns=20 * MS,
+            )
+        )
     return reqs
 
 
@@ -37,17 +47,32 @@ def test_sim_contract_through_the_replayer(tmp_path, preset):
     log.close()
     assert stats.status == "complete" and stats.submitted == len(reqs) == stats.finished
     glob = table_glob(tmp_path)
-    ends = duckdb.execute(f"SELECT req_id, count(*) FROM read_parquet('{glob}') WHERE kind IN "
-                          "('FINISH','ERROR','REJECT','CANCEL') GROUP BY 1").fetchall()
+    ends = (
+        duckdb.connect()
+        .execute(
+            f"SELECT req_id, count(*) FROM read_parquet('{glob}') WHERE kind IN "
+            "('FINISH','ERROR','REJECT','CANCEL') GROUP BY 1"
+        )
+        .fetchall()
+    )
     assert len(ends) == len(reqs) and {c for _, c in ends} == {1}
     # a later turn of a session arrives only after the previous turn finished (+ think time)
-    gaps = duckdb.execute(f"""
+    gaps = (
+        duckdb.connect()
+        .execute(f"""
         WITH f AS (SELECT req_id, max(t_ns) FILTER (WHERE kind = 'FINISH') fin,
                           min(t_ns) FILTER (WHERE kind = 'SEND') sent FROM read_parquet('{glob}') GROUP BY 1),
              r AS (SELECT req_id, session_id, turn FROM read_parquet('{table_glob(tmp_path, "requests")}'))
         SELECT min(b.sent - a.fin) FROM r ra JOIN r rb ON ra.session_id = rb.session_id AND rb.turn = ra.turn + 1
-        JOIN f a ON a.req_id = ra.req_id JOIN f b ON b.req_id = rb.req_id WHERE ra.session_id >= 0""").fetchone()[0]
+        JOIN f a ON a.req_id = ra.req_id JOIN f b ON b.req_id = rb.req_id WHERE ra.session_id >= 0""")
+        .fetchone()[0]
+    )
     assert gaps >= 20 * MS
-    steps = duckdb.execute(f"SELECT count(*), min(end_ns - t_ns), min(n_steps) FROM "
-                           f"read_parquet('{table_glob(tmp_path, 'steps')}')").fetchone()
+    steps = (
+        duckdb.connect()
+        .execute(
+            f"SELECT count(*), min(end_ns - t_ns), min(n_steps) FROM read_parquet('{table_glob(tmp_path, 'steps')}')"
+        )
+        .fetchone()
+    )
     assert steps[0] > 0 and steps[1] > 0 and steps[2] >= 1

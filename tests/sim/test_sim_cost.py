@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvbench.config import ConfigError
 from kvbench.sim import spec
@@ -13,15 +14,18 @@ from kvbench.sim.cost_runs import floor_sum
 KiB = 1024
 
 
-@pytest.mark.parametrize("name, kib", [
-    ("Llama-3.1-8B", 128),  # 2 (K,V) * 32 layers * 8 kv heads * 128 dim * 2 B = 131072 B = 128 KiB
-    ("Llama-3-70B", 320),  # 2 * 80 * 8 * 128 * 2 = 327680 B = 320 KiB
-    ("Qwen3-8B", 144),  # 2 * 36 * 8 * 128 * 2 = 147456 B = 144 KiB
-    ("Qwen3-32B", 256),  # 2 * 64 * 8 * 128 * 2 = 262144 B = 256 KiB
-    ("OPT-13B", 800),  # MHA: 2 * 40 * 40 * 128 * 2 = 819200 B = 800 KiB
-    ("OPT-66B", 2304),  # MHA: 2 * 64 * 72 * 128 * 2 = 2359296 B = 2.25 MiB
-    ("DeepSeek-V3", 68.625),  # MLA: 61 layers * (512 latent + 64 rope) * 2 B = 70272 B = 68.625 KiB (~68.6)
-])
+@pytest.mark.parametrize(
+    "name, kib",
+    [
+        ("Llama-3.1-8B", 128),  # 2 (K,V) * 32 layers * 8 kv heads * 128 dim * 2 B = 131072 B = 128 KiB
+        ("Llama-3-70B", 320),  # 2 * 80 * 8 * 128 * 2 = 327680 B = 320 KiB
+        ("Qwen3-8B", 144),  # 2 * 36 * 8 * 128 * 2 = 147456 B = 144 KiB
+        ("Qwen3-32B", 256),  # 2 * 64 * 8 * 128 * 2 = 262144 B = 256 KiB
+        ("OPT-13B", 800),  # MHA: 2 * 40 * 40 * 128 * 2 = 819200 B = 800 KiB
+        ("OPT-66B", 2304),  # MHA: 2 * 64 * 72 * 128 * 2 = 2359296 B = 2.25 MiB
+        ("DeepSeek-V3", 68.625),  # MLA: 61 layers * (512 latent + 64 rope) * 2 B = 70272 B = 68.625 KiB (~68.6)
+    ],
+)
 def test_kv_bytes_per_token(name: str, kib: float) -> None:
     assert spec.model(name).kv_bytes_per_token() == kib * KiB
 
@@ -30,10 +34,30 @@ def test_kv_bytes_per_token(name: str, kib: float) -> None:
 # model: 2 layers, 2 heads of dim 4, 1 KV head, 1e6 params (2 B each = 2e6 weight bytes)
 #   KV/token = 2 * 2 layers * 1 * 4 * 2 B = 32 B; attention FLOPs per (query, key) pair = 2*2 layers*2 heads*(2*4) = 64
 # gpu: 1e12 FLOP/s at mfu 0.5 -> 5e11; 1e11 B/s at mbu 0.5 -> 5e10; overheads 1000 ns/step + 100 ns/layer (x2 = 200)
-TOY = spec.model_from({"n_layers": 2, "hidden": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4,
-                       "params": 1_000_000, "active_params": 1_000_000}, "toy")
-TOY_GPU = spec.gpu_from({"flops_per_s": 1e12, "hbm_bytes": 10_000_000, "hbm_bytes_per_s": 1e11, "mfu": 0.5,
-                         "mbu": 0.5, "step_overhead_ns": 1000, "layer_overhead_ns": 100}, "toy-gpu")
+TOY = spec.model_from(
+    {
+        "n_layers": 2,
+        "hidden": 8,
+        "n_heads": 2,
+        "n_kv_heads": 1,
+        "head_dim": 4,
+        "params": 1_000_000,
+        "active_params": 1_000_000,
+    },
+    "toy",
+)
+TOY_GPU = spec.gpu_from(
+    {
+        "flops_per_s": 1e12,
+        "hbm_bytes": 10_000_000,
+        "hbm_bytes_per_s": 1e11,
+        "mfu": 0.5,
+        "mbu": 0.5,
+        "step_overhead_ns": 1000,
+        "layer_overhead_ns": 100,
+    },
+    "toy-gpu",
+)
 # all-reduce link: 1000 ns per message, 1e10 B/s
 TOY_LINK = spec.link_from({"alpha_ns": 1000, "bytes_per_s": 1e10}, "toy-link")
 
@@ -87,8 +111,18 @@ def test_tensor_parallel_hand_computed() -> None:
 
 
 def test_moe_reads_only_touched_experts() -> None:
-    moe = spec.model_from({"n_layers": 2, "hidden": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4,
-                           "params": 1_000_000, "active_params": 100_000}, "toy-moe")
+    moe = spec.model_from(
+        {
+            "n_layers": 2,
+            "hidden": 8,
+            "n_heads": 2,
+            "n_kv_heads": 1,
+            "head_dim": 4,
+            "params": 1_000_000,
+            "active_params": 100_000,
+        },
+        "toy-moe",
+    )
     c = CostModel(moe, TOY_GPU)
     # batch 4: weights read = min(1e6, 4 * 1e5) params * 2 B = 8e5 B; + KV 1004*32 = 32,128 B -> 832,128 / 5e10
     #   = 16,642.56 ns; compute (2*1e5*4 + 64*1004) / 5e11 = 864,256 / 5e11 = 1,728.5 ns
@@ -139,10 +173,12 @@ def test_floor_sum_matches_loop() -> None:
         assert floor_sum(n, m, a, b) == sum((a * i + b) // m for i in range(n))
 
 
-COSTS = [CostModel(spec.model("Llama-3.1-8B"), spec.gpu("H100")),
-         CostModel(spec.model("Llama-3-70B"), spec.gpu("A100-80GB"), tp=8),
-         CostModel(spec.model("DeepSeek-V3"), spec.gpu("H200"), tp=8, dp_attention=True),
-         CostModel(TOY, TOY_GPU)]
+COSTS = [
+    CostModel(spec.model("Llama-3.1-8B"), spec.gpu("H100")),
+    CostModel(spec.model("Llama-3-70B"), spec.gpu("A100-80GB"), tp=8),
+    CostModel(spec.model("DeepSeek-V3"), spec.gpu("H200"), tp=8, dp_attention=True),
+    CostModel(TOY, TOY_GPU),
+]
 
 
 @settings(max_examples=150, deadline=None)
@@ -158,19 +194,30 @@ def test_decode_steps_within_is_the_inverse(c: CostModel, batch: int, kv: int, b
     assert c.decode_run_ns(batch, kv, n) <= budget < c.decode_run_ns(batch, kv, n + 1)
 
 
-@pytest.mark.parametrize("cfg, match", [
-    ({"model": "Llama-9", "gpu": "H100"}, r"x.toml \[pool.p\] key 'model': unknown model 'Llama-9'; known: Llama-3.1-8B"),
-    ({"model": "Qwen3-8B", "gpu": "V100"}, r"key 'gpu': unknown gpu 'V100'; known: A100-80GB, A800, H100"),
-    ({"model": "Qwen3-8B", "gpu": "H100", "tp": 16}, r"key 'tp' = 16 exceeds gpus_per_node = 8; allowed: 1, 2, 4, 8"),
-    ({"model": "Qwen3-8B", "gpu": "H100", "tp": 3}, r"key 'tp' = 3 must divide n_heads = 32"),
-    ({"model": "Llama-3-70B", "gpu": "H100", "tp": 1}, r"does not fit in tp=1 x H100"),
-    ({"model": "Qwen3-8B", "gpu": "H100", "mbu": 0}, r"key 'mbu' = 0 is zero"),
-    ({"model": "Qwen3-8B", "gpu": "H100", "mem_fraction": 1.5}, r"key 'mem_fraction' = 1.5: expected a number in"),
-    ({"model": "Qwen3-8B", "gpu": "H100", "tp": 2, "allreduce_link": "nvlink-z"}, r"unknown link 'nvlink-z'"),
-    ({"model": "Qwen3-8B", "gpu": {"flops_per_s": 1e15, "hbm_bytes": 8e10, "hbm_bytes_per_s": 0}},
-     r"key 'hbm_bytes_per_s' = 0 is zero"),
-    ({"gpu": "H100"}, r"missing key 'model'"),
-])
+@pytest.mark.parametrize(
+    "cfg, match",
+    [
+        (
+            {"model": "Llama-9", "gpu": "H100"},
+            r"x.toml \[pool.p\] key 'model': unknown model 'Llama-9'; known: Llama-3.1-8B",
+        ),
+        ({"model": "Qwen3-8B", "gpu": "V100"}, r"key 'gpu': unknown gpu 'V100'; known: A100-80GB, A800, H100"),
+        (
+            {"model": "Qwen3-8B", "gpu": "H100", "tp": 16},
+            r"key 'tp' = 16 exceeds gpus_per_node = 8; allowed: 1, 2, 4, 8",
+        ),
+        ({"model": "Qwen3-8B", "gpu": "H100", "tp": 3}, r"key 'tp' = 3 must divide n_heads = 32"),
+        ({"model": "Llama-3-70B", "gpu": "H100", "tp": 1}, r"does not fit in tp=1 x H100"),
+        ({"model": "Qwen3-8B", "gpu": "H100", "mbu": 0}, r"key 'mbu' = 0 is zero"),
+        ({"model": "Qwen3-8B", "gpu": "H100", "mem_fraction": 1.5}, r"key 'mem_fraction' = 1.5: expected a number in"),
+        ({"model": "Qwen3-8B", "gpu": "H100", "tp": 2, "allreduce_link": "nvlink-z"}, r"unknown link 'nvlink-z'"),
+        (
+            {"model": "Qwen3-8B", "gpu": {"flops_per_s": 1e15, "hbm_bytes": 8e10, "hbm_bytes_per_s": 0}},
+            r"key 'hbm_bytes_per_s' = 0 is zero",
+        ),
+        ({"gpu": "H100"}, r"missing key 'model'"),
+    ],
+)
 def test_bad_pool_config(cfg: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match) as e:
         cost_model(cfg, "x.toml [pool.p]")
@@ -180,8 +227,27 @@ def test_bad_pool_config(cfg: dict, match: str) -> None:
 def test_pool_config_overrides_and_inline_specs() -> None:
     c = cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "mfu": 0.25, "step_overhead_ns": 0}, "p")
     assert c.gpu.mfu == 0.25 and c.gpu.step_overhead_ns == 0 and c.gpu.mbu == spec.gpu("H100").mbu
-    inline = cost_model({"model": {"n_layers": 2, "hidden": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4,
-                                   "params": 1_000_000, "active_params": 1_000_000},
-                         "gpu": {"flops_per_s": 1e12, "hbm_bytes": 10_000_000, "hbm_bytes_per_s": 1e11,
-                                 "mfu": 0.5, "mbu": 0.5, "step_overhead_ns": 1000, "layer_overhead_ns": 100}}, "p")
+    inline = cost_model(
+        {
+            "model": {
+                "n_layers": 2,
+                "hidden": 8,
+                "n_heads": 2,
+                "n_kv_heads": 1,
+                "head_dim": 4,
+                "params": 1_000_000,
+                "active_params": 1_000_000,
+            },
+            "gpu": {
+                "flops_per_s": 1e12,
+                "hbm_bytes": 10_000_000,
+                "hbm_bytes_per_s": 1e11,
+                "mfu": 0.5,
+                "mbu": 0.5,
+                "step_overhead_ns": 1000,
+                "layer_overhead_ns": 100,
+            },
+        },
+        "p",
+    )
     assert inline.prefill_ns(100) == 401_846  # the toy case above

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvbench.config import ConfigError
 from kvbench.sim.cost import ProfileCost, cost_model
@@ -63,12 +64,18 @@ def test_profile_runs_are_exact(tmp_path_factory, batch: int, kv: int, n: int, b
     assert c.decode_run_ns(batch, kv, w) <= budget < c.decode_run_ns(batch, kv, w + 1)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("prefill_tokens,batch,time_ms\n1,0,1\n", r"missing column\(s\) context_tokens, kv_tokens"),
-    (PROFILE + "5,0,3,0,1\n", r"h.csv:9: need counts >= 0, time_ms > 0 and exactly one of"),
-    (PROFILE + "5,0,0,0,x\n", r"h.csv:9: expected whole numbers and time_ms"),
-    ("prefill_tokens,context_tokens,batch,kv_tokens,time_ms\n0,0,1,0,5\n", r"needs prefill rows with context_tokens = 0"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("prefill_tokens,batch,time_ms\n1,0,1\n", r"missing column\(s\) context_tokens, kv_tokens"),
+        (PROFILE + "5,0,3,0,1\n", r"h.csv:9: need counts >= 0, time_ms > 0 and exactly one of"),
+        (PROFILE + "5,0,0,0,x\n", r"h.csv:9: expected whole numbers and time_ms"),
+        (
+            "prefill_tokens,context_tokens,batch,kv_tokens,time_ms\n0,0,1,0,5\n",
+            r"needs prefill rows with context_tokens = 0",
+        ),
+    ],
+)
 def test_bad_profiles(tmp_path: Path, text: str, match: str) -> None:
     path = tmp_path / "h.csv"
     path.write_text(text)

@@ -6,9 +6,10 @@ import random
 import statistics
 from itertools import islice
 
+from support.sim_helpers import colocated, pd, run_sim
+
 from kvbench.records import Request
 from kvbench.workload.mooncake import read_mooncake
-from support.sim_helpers import colocated, pd, run_sim
 
 MS = 1_000_000
 
@@ -48,8 +49,9 @@ def test_cache_aware_routing_beats_random_on_conversation_ttft(conversation_trac
     reqs = window(conversation_trace, 0, 1500, 1.0)
     results = {}
     for router in ("random", "cache_aware"):
-        params = colocated(4, router={"name": router}, gpus_per_node=1,
-                           tiers={"dram": {"capacity_tokens": "1M", "link": "pcie5"}})
+        params = colocated(
+            4, router={"name": router}, gpus_per_node=1, tiers={"dram": {"capacity_tokens": "1M", "link": "pcie5"}}
+        )
         events, _, _ = run_sim(params, reqs)
         ttft = [v[0] for v in per_request(events).values()]
         cached = sum(e.cached_tokens for e in events if e.kind == "FINISH")
@@ -142,8 +144,7 @@ def test_a_separate_draft_model_costs_time_per_step():
         params = colocated(1, model="Llama-3-70B")
         params["pools"]["main"]["tp"] = 4
         if draft is not None:
-            params["spec_decode"] = {"k": 3, "acceptance": [0.8, 0.6, 0.4], "draft_model": draft,
-                                     "draft_apart": True}
+            params["spec_decode"] = {"k": 3, "acceptance": [0.8, 0.6, 0.4], "draft_model": draft, "draft_apart": True}
         events, _, _ = run_sim(params, reqs)
         tpot[draft] = statistics.median(v[1] for v in per_request(events).values())
     assert tpot[""] + 3 * 6_000_000 / 2.47 < tpot["Llama-3.1-8B"] < tpot[None]

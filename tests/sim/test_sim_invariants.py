@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sim_helpers import colocated, pd
 
+from kvbench.eventlog import EventLog
 from kvbench.records import TERMINAL, Event, Request
 from kvbench.sim.target import SimTarget
 from kvbench.target import RunContext, TargetSpec
-from kvbench.eventlog import EventLog
-from support.sim_helpers import colocated, pd
 
 MS = 1_000_000
 TINY_GPU = {"flops_per_s": 989e12, "hbm_bytes": 18_500_000_000, "hbm_bytes_per_s": 3.35e12}  # ~4.6k KV tokens
@@ -26,23 +26,56 @@ def _tiny(params: dict) -> dict:
 
 PROFILES = {
     "colocated": _tiny(colocated(2, tiers={"dram": {"capacity_tokens": 20_000, "link": "pcie5"}})),
-    "pd": _tiny(pd(2, 2, router={"name": "cache_aware"},
-                   tiers={"dram": {"capacity_tokens": 8_000, "link": "pcie5"},
-                          "pool": {"capacity_tokens": 30_000, "link": "rdma-mooncake", "write_through": True}})),
-    "conductor": _tiny(pd(2, 1, router={"name": "conductor", "ttft_slo_ms": 400.0, "tbt_slo_ms": 50.0,
-                                        "predict_decode_load": True},
-                          tiers={"pool": {"capacity_tokens": 30_000, "link": "rdma-mooncake"}})),
-    "kv_router": _tiny(pd(2, 2, router={"name": "kv_router", "temperature": 0.5},
-                          tiers={"dram": {"capacity_tokens": 8_000, "link": "pcie5"}})),
+    "pd": _tiny(
+        pd(
+            2,
+            2,
+            router={"name": "cache_aware"},
+            tiers={
+                "dram": {"capacity_tokens": 8_000, "link": "pcie5"},
+                "pool": {"capacity_tokens": 30_000, "link": "rdma-mooncake", "write_through": True},
+            },
+        )
+    ),
+    "conductor": _tiny(
+        pd(
+            2,
+            1,
+            router={"name": "conductor", "ttft_slo_ms": 400.0, "tbt_slo_ms": 50.0, "predict_decode_load": True},
+            tiers={"pool": {"capacity_tokens": 30_000, "link": "rdma-mooncake"}},
+        )
+    ),
+    "kv_router": _tiny(
+        pd(
+            2,
+            2,
+            router={"name": "kv_router", "temperature": 0.5},
+            tiers={"dram": {"capacity_tokens": 8_000, "link": "pcie5"}},
+        )
+    ),
     "star": _tiny(pd(1, 3, reschedule={"interval_ms": 20.0, "predictor_error": 0.5, "link": "nvlink-h100"})),
-    "longctx": _tiny(pd(3, 2, long_context={"threshold_tokens": 1500, "instances": 2, "mode": "context_parallel"},
-                        tiers={"dram": {"capacity_tokens": 8_000, "link": "pcie5"}})),
+    "longctx": _tiny(
+        pd(
+            3,
+            2,
+            long_context={"threshold_tokens": 1500, "instances": 2, "mode": "context_parallel"},
+            tiers={"dram": {"capacity_tokens": 8_000, "link": "pcie5"}},
+        )
+    ),
     "spec": _tiny(colocated(1, spec_decode={"k": 3, "acceptance": [0.8, 0.6, 0.4]})),
-    "cpd": _tiny({"kind": "sim", "model": "Llama-3.1-8B", "router": "cpd",
-                  "pools": {"a": {"role": "pre_prefill", "instances": 1, "gpu": "H100"},
-                            "b": {"role": "prefill", "instances": 1, "gpu": "H100"},
-                            "c": {"role": "decode", "instances": 2, "gpu": "H100"}},
-                  "tiers": {"pool": {"capacity_tokens": 30_000, "link": "rdma-mooncake", "write_through": True}}}),
+    "cpd": _tiny(
+        {
+            "kind": "sim",
+            "model": "Llama-3.1-8B",
+            "router": "cpd",
+            "pools": {
+                "a": {"role": "pre_prefill", "instances": 1, "gpu": "H100"},
+                "b": {"role": "prefill", "instances": 1, "gpu": "H100"},
+                "c": {"role": "decode", "instances": 2, "gpu": "H100"},
+            },
+            "tiers": {"pool": {"capacity_tokens": 30_000, "link": "rdma-mooncake", "write_through": True}},
+        }
+    ),
 }
 
 request_st = st.tuples(st.integers(0, 400), st.integers(1, 3000), st.integers(0, 600), st.integers(0, 3))
@@ -60,8 +93,7 @@ def _requests(raw) -> list[Request]:
 
 def run_checked(params: dict, reqs: list[Request], seed: int = 0) -> list[Event]:
     d = __import__("tempfile").mkdtemp()
-    target = SimTarget(TargetSpec("sim", "t", params, ""), RunContext(seed, __import__("pathlib").Path(d),
-                                                                       EventLog(d)))
+    target = SimTarget(TargetSpec("sim", "t", params, ""), RunContext(seed, __import__("pathlib").Path(d), EventLog(d)))
     for r in reqs:
         target.submit(r, r.arrival_ns)
     tiers = [t for ts in target.node_tiers.values() for t in ts.values()] + ([target.pool] if target.pool else [])

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from support.sim_helpers import colocated, pd, run_sim
 
 from kvbench.records import Request
 from kvbench.sim.job import Job
 from kvbench.sim.router import ROUTERS, RouterState
-from support.sim_helpers import colocated, pd, run_sim
 
 
 def _target(params):
@@ -34,8 +34,15 @@ def test_cache_aware_prefers_the_worker_holding_the_prefix_and_rebalances():
 
 
 def test_kv_router_weighs_host_hits_at_three_quarters():
-    t = _target(pd(2, 1, router={"name": "kv_router"}, tiers={"dram": {"capacity_tokens": "1M", "link": "pcie5"}},
-                   gpus_per_node=1))
+    t = _target(
+        pd(
+            2,
+            1,
+            router={"name": "kv_router"},
+            tiers={"dram": {"capacity_tokens": "1M", "link": "pcie5"}},
+            gpus_per_node=1,
+        )
+    )
     p0, p1 = t.first
     hashes = tuple(range(8))
     # prefill-0 holds the first 4 blocks in HBM; prefill-1's node holds all 8 in DRAM
@@ -51,11 +58,17 @@ def test_kv_router_weighs_host_hits_at_three_quarters():
 
 
 def test_cpd_sends_cold_prompts_to_pre_prefill_and_warm_ones_to_prefill():
-    params = {"kind": "sim", "model": "Llama-3.1-8B", "router": "cpd",
-              "pools": {"a": {"role": "pre_prefill", "instances": 1, "gpu": "H100"},
-                        "b": {"role": "prefill", "instances": 1, "gpu": "H100"},
-                        "c": {"role": "decode", "instances": 1, "gpu": "H100"}},
-              "tiers": {"pool": {"capacity_tokens": "1M", "link": "rdma-mooncake", "write_through": True}}}
+    params = {
+        "kind": "sim",
+        "model": "Llama-3.1-8B",
+        "router": "cpd",
+        "pools": {
+            "a": {"role": "pre_prefill", "instances": 1, "gpu": "H100"},
+            "b": {"role": "prefill", "instances": 1, "gpu": "H100"},
+            "c": {"role": "decode", "instances": 1, "gpu": "H100"},
+        },
+        "tiers": {"pool": {"capacity_tokens": "1M", "link": "rdma-mooncake", "write_through": True}},
+    }
     # request 0 is cold -> pre-prefill, which writes its 4 blocks to the pool; request 1 repeats 3 of them
     # (3/4 = 0.75 >= 0.5: warm) -> prefill, loading the cached prefix from the pool
     reqs = [Request(0, 0, 2048, 2, (1, 2, 3, 4)), Request(1, 10**9, 2048, 2, (1, 2, 3, 7))]

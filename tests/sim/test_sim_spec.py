@@ -13,11 +13,25 @@ LINK = {"alpha_ns": 1000, "bytes_per_s": 1e9}
 
 
 def test_catalogs_hold_the_required_entries() -> None:
-    assert set(spec.catalog("models")) >= {"Llama-3.1-8B", "Llama-3-70B", "Qwen3-8B", "Qwen3-32B", "OPT-13B",
-                                           "OPT-66B", "DeepSeek-V3"}
+    assert set(spec.catalog("models")) >= {
+        "Llama-3.1-8B",
+        "Llama-3-70B",
+        "Qwen3-8B",
+        "Qwen3-32B",
+        "OPT-13B",
+        "OPT-66B",
+        "DeepSeek-V3",
+    }
     assert set(spec.catalog("gpus")) >= {"A100-80GB", "A800", "H100", "H800", "H200", "B200"}
-    assert set(spec.catalog("links")) >= {"nvlink-h100", "nvlink-a100", "ib-h100", "rdma-mooncake",
-                                          "roce-mooncake", "pcie5", "tcp"}
+    assert set(spec.catalog("links")) >= {
+        "nvlink-h100",
+        "nvlink-a100",
+        "ib-h100",
+        "rdma-mooncake",
+        "roce-mooncake",
+        "pcie5",
+        "tcp",
+    }
 
 
 def test_reference_hardware_figures() -> None:
@@ -37,23 +51,30 @@ def test_lookup_is_case_insensitive_and_unknown_names_list_the_known() -> None:
         spec.link("ib")
 
 
-@pytest.mark.parametrize("build, table, match", [
-    (spec.model_from, {**MODEL, "layers": 3}, r"^w: unknown key 'layers'; allowed: n_layers, hidden"),
-    (spec.model_from, {k: v for k, v in MODEL.items() if k != "head_dim"}, r"^w: missing key 'head_dim'"),
-    (spec.model_from, {**MODEL, "n_layers": 0}, r"^w: key 'n_layers' = 0 is zero; expected a number >= 1"),
-    (spec.model_from, {**MODEL, "n_layers": 2.5}, r"^w: key 'n_layers' = 2.5: expected a whole number"),
-    (spec.model_from, {**MODEL, "active_params": 11}, r"^w: key 'active_params' = 11 exceeds params = 10"),
-    (spec.model_from, {**MODEL, "n_kv_heads": 3, "n_heads": 4}, r"key 'n_kv_heads' = 3 must divide n_heads = 4"),
-    (spec.model_from, {**MODEL, "mla_latent": 512}, r"'mla_latent' and 'mla_rope' must both be 0"),
-    (spec.gpu_from, {**GPU, "hbm_bytes_per_s": 0}, r"^w: key 'hbm_bytes_per_s' = 0 is zero"),
-    (spec.gpu_from, {**GPU, "mfu": 1.2}, r"^w: key 'mfu' = 1.2 must be in \(0, 1\]"),
-    (spec.gpu_from, {**GPU, "step_overhead_ns": -5}, r"^w: key 'step_overhead_ns' = -5 is negative"),
-    (spec.gpu_from, {**GPU, "flops_per_s": "fast"}, r"^w: key 'flops_per_s': expected a number >= 1, got 'fast'"),
-    (spec.link_from, {**LINK, "bytes_per_s": 0}, r"^w: key 'bytes_per_s' = 0 is zero"),
-    (spec.link_from, {**LINK, "bytes_per_s": float("nan")}, r"^w: key 'bytes_per_s': expected a number >= 1, got nan"),
-    (spec.link_from, {**LINK, "outstanding": 0}, r"^w: key 'outstanding' = 0 is zero"),
-    (spec.link_from, {**LINK, "beta": 1}, r"^w: unknown key 'beta'; allowed: alpha_ns, bytes_per_s"),
-])
+@pytest.mark.parametrize(
+    "build, table, match",
+    [
+        (spec.model_from, {**MODEL, "layers": 3}, r"^w: unknown key 'layers'; allowed: n_layers, hidden"),
+        (spec.model_from, {k: v for k, v in MODEL.items() if k != "head_dim"}, r"^w: missing key 'head_dim'"),
+        (spec.model_from, {**MODEL, "n_layers": 0}, r"^w: key 'n_layers' = 0 is zero; expected a number >= 1"),
+        (spec.model_from, {**MODEL, "n_layers": 2.5}, r"^w: key 'n_layers' = 2.5: expected a whole number"),
+        (spec.model_from, {**MODEL, "active_params": 11}, r"^w: key 'active_params' = 11 exceeds params = 10"),
+        (spec.model_from, {**MODEL, "n_kv_heads": 3, "n_heads": 4}, r"key 'n_kv_heads' = 3 must divide n_heads = 4"),
+        (spec.model_from, {**MODEL, "mla_latent": 512}, r"'mla_latent' and 'mla_rope' must both be 0"),
+        (spec.gpu_from, {**GPU, "hbm_bytes_per_s": 0}, r"^w: key 'hbm_bytes_per_s' = 0 is zero"),
+        (spec.gpu_from, {**GPU, "mfu": 1.2}, r"^w: key 'mfu' = 1.2 must be in \(0, 1\]"),
+        (spec.gpu_from, {**GPU, "step_overhead_ns": -5}, r"^w: key 'step_overhead_ns' = -5 is negative"),
+        (spec.gpu_from, {**GPU, "flops_per_s": "fast"}, r"^w: key 'flops_per_s': expected a number >= 1, got 'fast'"),
+        (spec.link_from, {**LINK, "bytes_per_s": 0}, r"^w: key 'bytes_per_s' = 0 is zero"),
+        (
+            spec.link_from,
+            {**LINK, "bytes_per_s": float("nan")},
+            r"^w: key 'bytes_per_s': expected a number >= 1, got nan",
+        ),
+        (spec.link_from, {**LINK, "outstanding": 0}, r"^w: key 'outstanding' = 0 is zero"),
+        (spec.link_from, {**LINK, "beta": 1}, r"^w: unknown key 'beta'; allowed: alpha_ns, bytes_per_s"),
+    ],
+)
 def test_bad_spec_tables(build, table: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match) as e:
         build(table, "w")

@@ -5,12 +5,20 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvbench.sim import spec
 from kvbench.sim.cost import CostModel
-from kvbench.sim.spec_decode import (draft_message_ns, expected_tokens_per_step, sample_accepted, spec_run_ns,
-                                     spec_step_ns, spec_steps_within, verify_step_ns)
+from kvbench.sim.spec_decode import (
+    draft_message_ns,
+    expected_tokens_per_step,
+    sample_accepted,
+    spec_run_ns,
+    spec_step_ns,
+    spec_steps_within,
+    verify_step_ns,
+)
 
 EAGLE3 = [0.58, 0.31, 0.16, 0.08, 0.04]  # REFERENCE §3, EAGLE-3 draft at batch 8
 
@@ -35,10 +43,30 @@ def test_sampled_mean_converges() -> None:
     assert [sample_accepted(rng2, EAGLE3) for _ in range(100)] == draws[:100]
 
 
-TOY = spec.model_from({"n_layers": 2, "hidden": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4,
-                       "params": 1_000_000, "active_params": 1_000_000}, "toy")  # 32 B KV/token, 64 FLOPs/pair
-TOY_GPU = spec.gpu_from({"flops_per_s": 1e12, "hbm_bytes": 10_000_000, "hbm_bytes_per_s": 1e11, "mfu": 0.5,
-                         "mbu": 0.5, "step_overhead_ns": 1000, "layer_overhead_ns": 100}, "toy-gpu")
+TOY = spec.model_from(
+    {
+        "n_layers": 2,
+        "hidden": 8,
+        "n_heads": 2,
+        "n_kv_heads": 1,
+        "head_dim": 4,
+        "params": 1_000_000,
+        "active_params": 1_000_000,
+    },
+    "toy",
+)  # 32 B KV/token, 64 FLOPs/pair
+TOY_GPU = spec.gpu_from(
+    {
+        "flops_per_s": 1e12,
+        "hbm_bytes": 10_000_000,
+        "hbm_bytes_per_s": 1e11,
+        "mfu": 0.5,
+        "mbu": 0.5,
+        "step_overhead_ns": 1000,
+        "layer_overhead_ns": 100,
+    },
+    "toy-gpu",
+)
 
 
 def test_verify_step_hand_computed() -> None:
@@ -62,8 +90,18 @@ def test_draft_message_when_apart() -> None:
 def test_speculation_lowers_time_per_token_at_small_batch() -> None:
     target = CostModel(spec.model("Llama-3-70B"), spec.gpu("H100"), tp=8)
     # a Llama-3.2-1B-shaped draft on its own H100 (its 5 steps cost ~5 x 1.4 ms)
-    small = spec.model_from({"n_layers": 16, "hidden": 2048, "n_heads": 32, "n_kv_heads": 8, "head_dim": 64,
-                             "params": 1_240_000_000, "active_params": 1_240_000_000}, "draft")
+    small = spec.model_from(
+        {
+            "n_layers": 16,
+            "hidden": 2048,
+            "n_heads": 32,
+            "n_kv_heads": 8,
+            "head_dim": 64,
+            "params": 1_240_000_000,
+            "active_params": 1_240_000_000,
+        },
+        "draft",
+    )
     draft = CostModel(small, spec.gpu("H100"))
     k, kv, tokens = 5, 2000, expected_tokens_per_step([0.8] * 5)  # 1 + .8 + .64 + .512 + .4096 + .32768 = 3.69
     plain = target.decode_step_ns(1, kv)
@@ -83,8 +121,15 @@ NVLINK = spec.link("nvlink-h100")
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(1, 512), st.integers(0, 10**6), st.integers(1, 6), st.integers(0, 40), st.integers(1, 4),
-       st.booleans(), st.integers(0, 10**10))
+@given(
+    st.integers(1, 512),
+    st.integers(0, 10**6),
+    st.integers(1, 6),
+    st.integers(0, 40),
+    st.integers(1, 4),
+    st.booleans(),
+    st.integers(0, 10**10),
+)
 def test_spec_runs_are_exact(batch: int, kv: int, k: int, n: int, per_req: int, apart: bool, budget: int) -> None:
     draft, link = (DRAFT, NVLINK) if apart else (None, None)
     growth = batch * per_req  # KV grows by batch x (tokens emitted per request per step)

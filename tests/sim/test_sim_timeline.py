@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from support.sim_helpers import by_kind, colocated, pd, run_sim
+
 from kvbench.records import Event, Request
 from kvbench.sim.cost import cost_model
 from kvbench.sim.spec import link
 from kvbench.sim.transfer import exposed_ns
-from support.sim_helpers import by_kind, colocated, pd, run_sim
 
 H100_8B = cost_model({"model": "Llama-3.1-8B", "gpu": "H100"}, "test")
 
@@ -24,8 +25,17 @@ def test_one_request_on_an_idle_colocated_instance():
     assert abs(prefill - 33_470_000) < 50_000 and abs(decode - 62_140_000) < 100_000
     assert ev["FIRST_TOKEN"].t_ns == prefill
     assert ev["LAST_TOKEN"].t_ns == ev["FINISH"].t_ns == prefill + decode
-    assert [e.kind for e in events] == ["ARRIVE", "SEND", "ROUTE", "PREFILL_START", "PREFILL_END", "FIRST_TOKEN",
-                                        "DECODE_START", "LAST_TOKEN", "FINISH"]
+    assert [e.kind for e in events] == [
+        "ARRIVE",
+        "SEND",
+        "ROUTE",
+        "PREFILL_START",
+        "PREFILL_END",
+        "FIRST_TOKEN",
+        "DECODE_START",
+        "LAST_TOKEN",
+        "FINISH",
+    ]
     assert ev["FINISH"].tokens == 10 and ev["FINISH"].cached_tokens == 0
     # one step row for the prefill, ONE row for the 9 decode steps (never one per token)
     assert [(r[3], r[4], r[5], r[6]) for r in steps] == [(1, 1, 1000, 0), (9, 1, 0, 1)]

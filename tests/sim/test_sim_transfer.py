@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from kvbench.sim import spec
-from kvbench.sim.transfer import (Granularity, SharedLink, crossover_bytes, exposed_ns, messages_for, rtt_bound,
-                                  transfer_ns)
+from kvbench.sim.transfer import (
+    Granularity,
+    SharedLink,
+    crossover_bytes,
+    exposed_ns,
+    messages_for,
+    rtt_bound,
+    transfer_ns,
+)
 
 LLAMA8 = spec.model("Llama-3.1-8B")  # 128 KiB/token = 4 KiB per token per layer
 

@@ -14,8 +14,11 @@ from kvbench.sim.transfer import transfer_ns
 def _rows(path: Path, devices_per_node: str) -> list[tuple[int, float]]:
     """(size bytes, median send/recv time ms) rows of one placement."""
     with path.open(newline="") as f:
-        return [(int(r["size"]), float(r["time_stats.send_recv.median"])) for r in csv.DictReader(f)
-                if r["devices_per_node"] == devices_per_node]
+        return [
+            (int(r["size"]), float(r["time_stats.send_recv.median"]))
+            for r in csv.DictReader(f)
+            if r["devices_per_node"] == devices_per_node
+        ]
 
 
 def _median(values: list[float]) -> float:
@@ -23,8 +26,15 @@ def _median(values: list[float]) -> float:
     return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
 
 
-@pytest.mark.parametrize("folder, dpn, link", [("h100_dgx", "2", "nvlink-h100"), ("a100_dgx", "2", "nvlink-a100"),
-                                               ("h100_dgx", "1", "ib-h100"), ("a100_dgx", "1", "ib-a100")])
+@pytest.mark.parametrize(
+    "folder, dpn, link",
+    [
+        ("h100_dgx", "2", "nvlink-h100"),
+        ("a100_dgx", "2", "nvlink-a100"),
+        ("h100_dgx", "1", "ib-h100"),
+        ("a100_dgx", "1", "ib-a100"),
+    ],
+)
 def test_link_fit_reproduces_vidur_profile(traces_dir: Path, folder: str, dpn: str, link: str) -> None:
     rows = _rows(traces_dir / "vidur" / "network" / folder / "send_recv.csv", dpn)
     lk = spec.link(link)

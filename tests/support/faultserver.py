@@ -14,8 +14,23 @@ import threading
 
 from aiohttp import web
 
-FAULTS = ("ok", "reset", "http_429_body", "http_429_empty", "http_500_body", "http_503_empty", "stall",
-          "malformed_sse", "invalid_json", "no_done", "short", "huge", "split_crlf", "stall_headers", "error_obj")
+FAULTS = (
+    "ok",
+    "reset",
+    "http_429_body",
+    "http_429_empty",
+    "http_500_body",
+    "http_503_empty",
+    "stall",
+    "malformed_sse",
+    "invalid_json",
+    "no_done",
+    "short",
+    "huge",
+    "split_crlf",
+    "stall_headers",
+    "error_obj",
+)
 HUGE_BYTES = 4 << 20  # the huge chunk: one 4 MiB data line
 
 
@@ -53,7 +68,7 @@ class FaultServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         self._thread.start()
         assert self._ready.wait(10), "fault server did not start"
         return self
@@ -96,11 +111,13 @@ class FaultServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         self.metrics_scrapes += 1
-        text = ("# HELP llamacpp:requests_processing Number of requests processing.\n"
-                "# TYPE llamacpp:requests_processing gauge\n"
-                f"llamacpp:requests_processing {len(self.requests)}\n"
-                'vllm:num_requests_running{model_name="fault-model"} 2\n'
-                "process_cpu_seconds_total 1.5\n")
+        text = (
+            "# HELP llamacpp:requests_processing Number of requests processing.\n"
+            "# TYPE llamacpp:requests_processing gauge\n"
+            f"llamacpp:requests_processing {len(self.requests)}\n"
+            'vllm:num_requests_running{model_name="fault-model"} 2\n'
+            "process_cpu_seconds_total 1.5\n"
+        )
         return web.Response(text=text, content_type="text/plain")
 
     def _prompt_of(self, body: dict) -> str:
@@ -126,16 +143,20 @@ class FaultServer:
         self.client_ports.append(request.transport.get_extra_info("peername")[1])
         prompt = self._prompt_of(body)
         fault, n = fault_of(prompt), body["max_tokens"]
-        usage = {"prompt_tokens": count_tokens(prompt), "completion_tokens": n,
-                 "prompt_tokens_details": {"cached_tokens": self._cached(prompt)}}
+        usage = {
+            "prompt_tokens": count_tokens(prompt),
+            "completion_tokens": n,
+            "prompt_tokens_details": {"cached_tokens": self._cached(prompt)},
+        }
         if fault.startswith("http_"):
             code, with_body = int(fault[5:8]), fault.endswith("body")
             text = json.dumps({"error": {"message": f"injected {code}"}}) if with_body else ""
             return web.Response(status=code, text=text, content_type="application/json")
         if not body.get("stream"):  # the calibration probe: one JSON answer with usage
             text = " ".join(f"w{i}" for i in range(n))
-            return web.json_response({"choices": [{"index": 0, "text": text, "finish_reason": "length"}],
-                                      "usage": usage})
+            return web.json_response(
+                {"choices": [{"index": 0, "text": text, "finish_reason": "length"}], "usage": usage}
+            )
         if fault == "stall_headers":
             await asyncio.sleep(self.stall_s)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -166,8 +187,11 @@ class FaultServer:
             return
         if fault == "stall":
             await asyncio.sleep(self.stall_s)
-        tail = {"malformed_sse": b"garbage line without a field\n\n", "invalid_json": b"data: {not json\n\n",
-                "error_obj": b'data: {"error": {"message": "injected in-stream error", "code": 500}}\n\n'}
+        tail = {
+            "malformed_sse": b"garbage line without a field\n\n",
+            "invalid_json": b"data: {not json\n\n",
+            "error_obj": b'data: {"error": {"message": "injected in-stream error", "code": 500}}\n\n',
+        }
         if fault in tail:
             await resp.write(tail[fault])
             return
@@ -184,5 +208,5 @@ class FaultServer:
             return
         data = b": keep-alive\r\n" + data.replace(b"\n", b"\r\n")  # CRLF, a comment, and 3-byte writes
         for i in range(0, len(data), 3):
-            await resp.write(data[i:i + 3])
+            await resp.write(data[i : i + 3])
             await asyncio.sleep(0)

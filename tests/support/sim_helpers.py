@@ -12,16 +12,24 @@ from kvbench.target import RunContext, TargetSpec
 
 
 def colocated(instances: int = 1, **extra) -> dict:
-    p = {"kind": "sim", "model": "Llama-3.1-8B",
-         "pools": {"main": {"role": "colocated", "instances": instances, "gpu": "H100"}}}
+    p = {
+        "kind": "sim",
+        "model": "Llama-3.1-8B",
+        "pools": {"main": {"role": "colocated", "instances": instances, "gpu": "H100"}},
+    }
     p.update(extra)
     return p
 
 
 def pd(p: int = 1, d: int = 1, **extra) -> dict:
-    out = {"kind": "sim", "model": "Llama-3.1-8B",
-           "pools": {"prefill": {"role": "prefill", "instances": p, "gpu": "H100"},
-                     "decode": {"role": "decode", "instances": d, "gpu": "H100"}}}
+    out = {
+        "kind": "sim",
+        "model": "Llama-3.1-8B",
+        "pools": {
+            "prefill": {"role": "prefill", "instances": p, "gpu": "H100"},
+            "decode": {"role": "decode", "instances": d, "gpu": "H100"},
+        },
+    }
     out.update(extra)
     return out
 

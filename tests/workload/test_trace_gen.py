@@ -27,8 +27,9 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     reqs = list(read_mooncake(a))
     assert len(reqs) == 300
     # 8,192-token prompts = 16 shared blocks + the user's part; every line passes the reader's checks.
-    assert all(r.hash_ids[:16] == tuple(range(16 * (r.hash_ids[0] // 16), 16 * (r.hash_ids[0] // 16) + 16))
-               for r in reqs)
+    assert all(
+        r.hash_ids[:16] == tuple(range(16 * (r.hash_ids[0] // 16), 16 * (r.hash_ids[0] // 16) + 16)) for r in reqs
+    )
 
 
 def test_sessions_survive_the_round_trip(tmp_path):
@@ -36,8 +37,9 @@ def test_sessions_survive_the_round_trip(tmp_path):
     _gen("kimi-sample", "-o", str(out), "-n", "200")
     original = list(load.select(None, "kimi-sample", 0).make())[:200]
     back = list(read_mooncake(out))
-    assert [(r.session_id, r.turn, r.input_tokens, r.output_tokens, r.hash_ids) for r in back] == \
-           [(r.session_id, r.turn, r.input_tokens, r.output_tokens, r.hash_ids) for r in original]
+    assert [(r.session_id, r.turn, r.input_tokens, r.output_tokens, r.hash_ids) for r in back] == [
+        (r.session_id, r.turn, r.input_tokens, r.output_tokens, r.hash_ids) for r in original
+    ]
     assert [r.arrival_ns // 1_000_000 for r in original] == [r.arrival_ns // 1_000_000 for r in back]
 
 

@@ -89,8 +89,12 @@ def test_cli_json_on_conversation(conversation_trace):
 def test_cli_bad_input_exits_2_with_one_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n{"timestamp": 5, "input_length": -3}\n')
-    proc = subprocess.run([sys.executable, "-c", "from kvbench.cli.app import main; main()", "trace", "info", str(bad)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from kvbench.cli.app import main; main()", "trace", "info", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
     assert f"{bad}:2: field 'input_length'" in proc.stderr

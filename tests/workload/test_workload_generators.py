@@ -42,9 +42,9 @@ def test_piecewise_counts_follow_the_rates():
     spec = ArrivalSpec("piecewise", pieces=((0.0, 10.0), (100.0, 0.0), (200.0, 50.0)))
     t = arrival_times_ns(spec, _rng(3), duration_s=300.0) / 1e9
     # Expected 10*100 = 1,000 in [0,100), none in [100,200), 50*100 = 5,000 in [200,300).
-    assert abs(((t >= 0) & (t < 100)).sum() - 1000) < 4 * 1000 ** 0.5
+    assert abs(((t >= 0) & (t < 100)).sum() - 1000) < 4 * 1000**0.5
     assert ((t >= 100) & (t < 200)).sum() == 0
-    assert abs((t >= 200).sum() - 5000) < 4 * 5000 ** 0.5
+    assert abs((t >= 200).sum() - 5000) < 4 * 5000**0.5
 
 
 def test_duration_bounds_and_determinism():
@@ -67,8 +67,9 @@ def test_bad_arrival_specs():
 
 
 def test_lognormal_fitted_to_p50_p99():
-    x, reason = sample_lengths(LengthSpec("lognormal", p50=792, p99=12607, max=10**6, reason_ratio=0.7),
-                               _rng(4), 200_000, "output")
+    x, reason = sample_lengths(
+        LengthSpec("lognormal", p50=792, p99=12607, max=10**6, reason_ratio=0.7), _rng(4), 200_000, "output"
+    )
     p50, p99 = np.percentile(x, [50, 99])
     assert p50 == pytest.approx(792, rel=0.02) and p99 == pytest.approx(12607, rel=0.05)
     assert np.array_equal(reason, np.minimum(x, np.round(x * 0.7).astype(np.int64)))
@@ -84,15 +85,21 @@ def test_uniform_fixed_and_clipping():
 
 
 def _spec(**kw):
-    base = dict(arrivals=ArrivalSpec("poisson", 2.0), input=LengthSpec("fixed", tokens=700),
-                output=LengthSpec("fixed", tokens=100), requests=400)
+    base = dict(
+        arrivals=ArrivalSpec("poisson", 2.0),
+        input=LengthSpec("fixed", tokens=700),
+        output=LengthSpec("fixed", tokens=100),
+        requests=400,
+    )
     base.update(kw)
     return SynthSpec(**base)
 
 
 def test_zipf_weights_by_hand():
     # s = 1, 3 groups: 1, 1/2, 1/3 normalised by 11/6 -> 6/11, 3/11, 2/11.
-    assert group_weights(PrefixSpec(3, popularity="zipf", zipf_s=1.0)).tolist() == pytest.approx([6 / 11, 3 / 11, 2 / 11])
+    assert group_weights(PrefixSpec(3, popularity="zipf", zipf_s=1.0)).tolist() == pytest.approx(
+        [6 / 11, 3 / 11, 2 / 11]
+    )
     assert group_weights(PrefixSpec(4, popularity="uniform")).tolist() == [0.25] * 4
 
 

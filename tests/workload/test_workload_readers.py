@@ -19,16 +19,26 @@ def _write(tmp_path, name, text):
 
 
 def test_mooncake_units_and_ids(tmp_path):
-    p = _write(tmp_path, "t.jsonl", '{"timestamp": 1500, "input_length": 513, "output_length": 7, "hash_ids": [4, 9]}\n'
-                                    '\n{"timestamp": 2000.5, "input_length": 1, "output_length": 0, "hash_ids": [4]}\n')
+    p = _write(
+        tmp_path,
+        "t.jsonl",
+        '{"timestamp": 1500, "input_length": 513, "output_length": 7, "hash_ids": [4, 9]}\n'
+        '\n{"timestamp": 2000.5, "input_length": 1, "output_length": 0, "hash_ids": [4]}\n',
+    )
     a, b = list(read_mooncake(p))
     assert (a.req_id, a.arrival_ns, a.input_tokens, a.output_tokens, a.hash_ids) == (0, 1_500_000_000, 513, 7, (4, 9))
     assert (b.req_id, b.arrival_ns) == (1, 2_000_500_000)  # 2000.5 ms
 
 
 def test_mooncake_unsorted_is_sorted_with_one_warning(tmp_path, capsys):
-    p = _write(tmp_path, "u.jsonl", "".join(f'{{"timestamp": {t}, "input_length": {n}, "output_length": 1}}\n'
-                                            for t, n in [(0, 1), (30, 2), (10, 3), (10, 4)]))
+    p = _write(
+        tmp_path,
+        "u.jsonl",
+        "".join(
+            f'{{"timestamp": {t}, "input_length": {n}, "output_length": 1}}\n'
+            for t, n in [(0, 1), (30, 2), (10, 3), (10, 4)]
+        ),
+    )
     w = load.from_trace(p)
     err = capsys.readouterr().err
     assert err.count("warning") == 1 and f"{p}:3" in err
@@ -39,18 +49,21 @@ def test_mooncake_unsorted_is_sorted_with_one_warning(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize("line, field", [
-    ('{"timestamp": "x", "input_length": 1, "output_length": 1}', "'timestamp'"),
-    ('{"timestamp": -1, "input_length": 1, "output_length": 1}', "'timestamp'"),
-    ('{"timestamp": 0, "output_length": 1}', "'input_length'"),
-    ('{"timestamp": 0, "input_length": 1.5, "output_length": 1}', "'input_length'"),
-    ('{"timestamp": 0, "input_length": 99999999999, "output_length": 1}', "'input_length'"),
-    ('{"timestamp": 0, "input_length": 10, "output_length": -2}', "'output_length'"),
-    ('{"timestamp": 0, "input_length": 1025, "output_length": 1, "hash_ids": [1, 2]}', "'hash_ids'"),
-    ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": ["a"]}', "'hash_ids'"),
-    ('{"timestamp": 0, "input_length": 10', "invalid JSON"),
-    ('[1, 2]', "JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, field",
+    [
+        ('{"timestamp": "x", "input_length": 1, "output_length": 1}', "'timestamp'"),
+        ('{"timestamp": -1, "input_length": 1, "output_length": 1}', "'timestamp'"),
+        ('{"timestamp": 0, "output_length": 1}', "'input_length'"),
+        ('{"timestamp": 0, "input_length": 1.5, "output_length": 1}', "'input_length'"),
+        ('{"timestamp": 0, "input_length": 99999999999, "output_length": 1}', "'input_length'"),
+        ('{"timestamp": 0, "input_length": 10, "output_length": -2}', "'output_length'"),
+        ('{"timestamp": 0, "input_length": 1025, "output_length": 1, "hash_ids": [1, 2]}', "'hash_ids'"),
+        ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": ["a"]}', "'hash_ids'"),
+        ('{"timestamp": 0, "input_length": 10', "invalid JSON"),
+        ("[1, 2]", "JSON object"),
+    ],
+)
 def test_mooncake_bad_lines_name_file_line_field(tmp_path, line, field):
     p = _write(tmp_path, "bad.jsonl", '{"timestamp": 0, "input_length": 1, "output_length": 1}\n' + line + "\n")
     with pytest.raises(ConfigError) as e:
@@ -65,8 +78,9 @@ def test_hash_ids_count_message_shows_the_arithmetic(tmp_path):
         list(read_mooncake(p))
 
 
-@pytest.mark.parametrize("content, expect", [(b"", "empty"), (b"\0\1\2\3garbage", "binary"),
-                                              (b"hello,world\n1,2\n", "unknown trace format")])
+@pytest.mark.parametrize(
+    "content, expect", [(b"", "empty"), (b"\0\1\2\3garbage", "binary"), (b"hello,world\n1,2\n", "unknown trace format")]
+)
 def test_detect_rejects_empty_binary_unknown(tmp_path, content, expect):
     p = _write(tmp_path, "x.dat", content)
     with pytest.raises(ConfigError, match=expect):
@@ -90,8 +104,12 @@ def test_detect_formats_of_the_shared_files(traces_dir):
 def test_azure_wall_clock_to_offsets(tmp_path):
     # 100 ns resolution: .6805900 s and one second + .0000001 s later.
     assert wall_clock_ns("1970-01-01 00:00:01.5", "w") == 1_500_000_000
-    p = _write(tmp_path, "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                                  "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:47.6806000,396,109\n")
+    p = _write(
+        tmp_path,
+        "a.csv",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:47.6806000,396,109\n",
+    )
     a, b = read_azure(p)
     assert (a.arrival_ns, a.input_tokens, a.output_tokens) == (0, 374, 44)
     assert b.arrival_ns == 1_000_010_000  # 47.6806000 - 46.6805900 = 1.0000100 s
@@ -104,10 +122,15 @@ def test_azure_real_file(traces_dir):
     assert reqs[-1].arrival_ns == pytest.approx(3501.7e9, rel=1e-4)  # SOURCES.md §2: duration 3,501.7 s
 
 
-@pytest.mark.parametrize("row, field", [("2023-11-16 18:15:46,x,1", "'ContextTokens'"),
-                                        ("16/11/2023,1,1", "'TIMESTAMP'"),
-                                        ("2023-11-16 18:15:46,5,-1", "'GeneratedTokens'"),
-                                        ("2023-11-16 18:15:46,5", "2 fields")])
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ("2023-11-16 18:15:46,x,1", "'ContextTokens'"),
+        ("16/11/2023,1,1", "'TIMESTAMP'"),
+        ("2023-11-16 18:15:46,5,-1", "'GeneratedTokens'"),
+        ("2023-11-16 18:15:46,5", "2 fields"),
+    ],
+)
 def test_azure_bad_rows(tmp_path, row, field):
     p = _write(tmp_path, "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1,1\n" + row + "\n")
     with pytest.raises(ConfigError) as e:
@@ -132,8 +155,9 @@ def test_length_csv_trace_gets_poisson_arrivals(traces_dir):
     assert len(reqs) == 28_257 and reqs[0].arrival_ns == 0
     # Poisson at the default 1 req/s: 28,256 gaps of mean 1 s -> the last arrival within ~1 % of 28,256 s.
     assert reqs[-1].arrival_ns / 1e9 == pytest.approx(28_256, rel=0.02)
-    assert reqs == list(load.from_trace(traces_dir / "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
-                                        seed=3).make())
+    assert reqs == list(
+        load.from_trace(traces_dir / "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv", seed=3).make()
+    )
 
 
 def test_sharegpt_turns_share_prefix_blocks():
@@ -160,8 +184,10 @@ def test_sharegpt_file_sessions_and_outputs(traces_dir):
 
 
 def test_sharegpt_multiturn_file_builds_sessions(tmp_path):
-    conv = ('[{"id": "a", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello there"},'
-            ' {"from": "human", "value": "more"}]}, {"id": "b", "conversations": []}]')
+    conv = (
+        '[{"id": "a", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello there"},'
+        ' {"from": "human", "value": "more"}]}, {"id": "b", "conversations": []}]'
+    )
     p = _write(tmp_path, "s.json", conv)
     reqs = list(load.from_trace(p).make())
     assert [(r.session_id, r.turn) for r in reqs] == [(0, 0), (0, 1)]
@@ -169,14 +195,17 @@ def test_sharegpt_multiturn_file_builds_sessions(tmp_path):
     assert reqs[1].arrival_ns >= reqs[0].arrival_ns
 
 
-@pytest.mark.parametrize("text, expect", [
-    ('{"id": 1}', "expected a JSON list"),
-    ('[{"id": 1}]', "record 0: field 'conversations'"),
-    ('[{"conversations": [{"from": "human"}]}]', "record 0: field 'conversations[0]'"),
-    ('[{"conversations": [{"from": "robot", "value": "x"}]}]', "unknown role 'robot'"),
-    ('[{"conversations": [', ":1: invalid JSON"),
-    ('[]', "no conversation with a user message"),
-])
+@pytest.mark.parametrize(
+    "text, expect",
+    [
+        ('{"id": 1}', "expected a JSON list"),
+        ('[{"id": 1}]', "record 0: field 'conversations'"),
+        ('[{"conversations": [{"from": "human"}]}]', "record 0: field 'conversations[0]'"),
+        ('[{"conversations": [{"from": "robot", "value": "x"}]}]', "unknown role 'robot'"),
+        ('[{"conversations": [', ":1: invalid JSON"),
+        ("[]", "no conversation with a user message"),
+    ],
+)
 def test_sharegpt_bad_input(tmp_path, text, expect):
     p = _write(tmp_path, "s.json", text)
     with pytest.raises(ConfigError, match=expect.replace("[", r"\[").replace("(", r"\(")):

@@ -58,9 +58,11 @@ def test_client_files_and_generation(traces_dir):
 
 def test_r1_mixture_matches_sources(traces_dir):
     comps, w = sg.mixture(traces_dir / "servegen" / "reason" / "deepseek-r1")
+
     # Exact request-weighted means of the mixture (SOURCES.md §3: output mean 1,527, reason_ratio mean 0.70).
     def mean(field):
         return sum(wk * float(np.dot(c[field].values, np.diff(c[field].cdf, prepend=0.0))) for c, wk in zip(comps, w))
+
     assert mean("output_tokens") == pytest.approx(1527, abs=1)
     assert mean("reason_ratio") == pytest.approx(0.70, abs=0.005)
     assert mean("input_tokens") == pytest.approx(1268, abs=1)

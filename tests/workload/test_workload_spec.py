@@ -42,21 +42,30 @@ def test_unknown_key_names_file_line_key(tmp_path):
         load_spec(p)
 
 
-@pytest.mark.parametrize("body, expect", [
-    ('kind = "synthetic"\nrequests = "many"\n', ":2: requests: expected int"),
-    ('kind = "synthetic"\nrequests = 5\n[output]\ndist = "lognormal"\np50 = 100\np99 = 50\n', "output.p50/p99"),
-    ('kind = "synthetic"\nrequests = 5\n[input]\ntokens = "x"\n', ":4: input.tokens: expected int"),
-    ('kind = "sideways"\n', ":1: kind: expected one of"),
-    ('kind = "trace"\n', "path: required"),
-    ('kind = "synthetic"\nrequests = 5\n[slo]\nttft_ms = -1\n', ":4: slo.ttft_ms: expected milliseconds > 0"),
-    ('kind = "synthetic"\nrequests = 5\n[prefix]\npopularity = "pareto"\n', "prefix.popularity"),
-    ('kind = "mix"\nrequests = 5\n', "needs [[components]]"),
-    ('kind = "synthetic"\nrequests = 5\n[arrivals]\nprocess = "piecewise"\npieces = [1, 2]\n', "[start_s, rate], ...] pairs"),
-    ('kind = "synthetic"\nrequests = 5\n[input]\ndist = "servegen"\npath = "."\nclients = [1.5]\n', "input.clients"),
-    ('kind = "synthetic"\nrequests = 5\n[input]\ndist = "csv"\npath = "nope.csv"\n', ":5: input.path:"),
-    ('kind = "trace"\npath = "nope.jsonl"\n', ":2: path:"),
-    ('kind = "synthetic"\nduration_s = inf\n', ":2: duration_s: expected a finite number"),
-])
+@pytest.mark.parametrize(
+    "body, expect",
+    [
+        ('kind = "synthetic"\nrequests = "many"\n', ":2: requests: expected int"),
+        ('kind = "synthetic"\nrequests = 5\n[output]\ndist = "lognormal"\np50 = 100\np99 = 50\n', "output.p50/p99"),
+        ('kind = "synthetic"\nrequests = 5\n[input]\ntokens = "x"\n', ":4: input.tokens: expected int"),
+        ('kind = "sideways"\n', ":1: kind: expected one of"),
+        ('kind = "trace"\n', "path: required"),
+        ('kind = "synthetic"\nrequests = 5\n[slo]\nttft_ms = -1\n', ":4: slo.ttft_ms: expected milliseconds > 0"),
+        ('kind = "synthetic"\nrequests = 5\n[prefix]\npopularity = "pareto"\n', "prefix.popularity"),
+        ('kind = "mix"\nrequests = 5\n', "needs [[components]]"),
+        (
+            'kind = "synthetic"\nrequests = 5\n[arrivals]\nprocess = "piecewise"\npieces = [1, 2]\n',
+            "[start_s, rate], ...] pairs",
+        ),
+        (
+            'kind = "synthetic"\nrequests = 5\n[input]\ndist = "servegen"\npath = "."\nclients = [1.5]\n',
+            "input.clients",
+        ),
+        ('kind = "synthetic"\nrequests = 5\n[input]\ndist = "csv"\npath = "nope.csv"\n', ":5: input.path:"),
+        ('kind = "trace"\npath = "nope.jsonl"\n', ":2: path:"),
+        ('kind = "synthetic"\nduration_s = inf\n', ":2: duration_s: expected a finite number"),
+    ],
+)
 def test_bad_values(tmp_path, body, expect):
     p = _spec(tmp_path, body)
     with pytest.raises(ConfigError) as e:
@@ -69,8 +78,11 @@ def test_slo_and_relative_paths(tmp_path):
     (tmp_path / "data" / "l.csv").write_text("num_prefill_tokens,num_decode_tokens\n10,3\n20,4\n")
     sub = tmp_path / "specs"
     sub.mkdir()
-    p = _spec(sub, 'kind = "trace"\npath = "../data/l.csv"\n[arrivals]\nprocess = "constant"\nrate = 2\n'
-                   '[slo]\nttft_ms = 200\ntpot_ms = 20.5\n')
+    p = _spec(
+        sub,
+        'kind = "trace"\npath = "../data/l.csv"\n[arrivals]\nprocess = "constant"\nrate = 2\n'
+        "[slo]\nttft_ms = 200\ntpot_ms = 20.5\n",
+    )
     w = build(load_spec(p), seed=0)
     assert w.slo_ms == {"ttft_ms": 200.0, "tpot_ms": 20.5}
     reqs = list(w.make())
@@ -100,12 +112,24 @@ def test_make_returns_fresh_iterators_and_same_seed_same_stream():
 
 
 def _two_part_mix(tmp_path, arrivals: str) -> Path:
-    _spec(tmp_path, 'kind = "synthetic"\nrequests = 400\n[input]\ndist = "fixed"\ntokens = 600\n'
-                    '[prefix]\ngroups = 1\ntokens = 512\n', "a.toml")
-    _spec(tmp_path, 'kind = "synthetic"\nrequests = 400\n[input]\ndist = "fixed"\ntokens = 100\n'
-                    '[prefix]\ngroups = 1\ntokens = 512\n[sessions]\nturns_min = 2\nturns_max = 2\n', "b.toml")
-    return _spec(tmp_path, f'kind = "mix"\nrequests = 300\n{arrivals}\n[[components]]\nworkload = "a"\nweight = 3\n'
-                           '[[components]]\nworkload = "b.toml"\nweight = 1\nname = "bee"\n', "m.toml")
+    _spec(
+        tmp_path,
+        'kind = "synthetic"\nrequests = 400\n[input]\ndist = "fixed"\ntokens = 600\n'
+        "[prefix]\ngroups = 1\ntokens = 512\n",
+        "a.toml",
+    )
+    _spec(
+        tmp_path,
+        'kind = "synthetic"\nrequests = 400\n[input]\ndist = "fixed"\ntokens = 100\n'
+        "[prefix]\ngroups = 1\ntokens = 512\n[sessions]\nturns_min = 2\nturns_max = 2\n",
+        "b.toml",
+    )
+    return _spec(
+        tmp_path,
+        f'kind = "mix"\nrequests = 300\n{arrivals}\n[[components]]\nworkload = "a"\nweight = 3\n'
+        '[[components]]\nworkload = "b.toml"\nweight = 1\nname = "bee"\n',
+        "m.toml",
+    )
 
 
 def test_weighted_mixture(tmp_path):
