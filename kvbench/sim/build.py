@@ -6,7 +6,7 @@ import random
 
 from kvbench.config import ConfigError
 from kvbench.sim.cluster import ClusterCfg, location
-from kvbench.sim.cost import cost_model
+from kvbench.sim.cost.config import cost_model
 from kvbench.sim.instance import Engine
 from kvbench.sim.kvcache import Tier
 from kvbench.sim.pricer import PlainPricer, SpecPricer

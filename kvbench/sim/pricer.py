@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from kvbench.sim.cost import CostModel
+from kvbench.sim.cost import StepCost
 from kvbench.sim.spec_decode import (
     expected_tokens_per_step,
     sample_accepted,
@@ -19,7 +19,7 @@ class PlainPricer:
 
     __slots__ = ("cost", "mixed_ns", "run_ns", "steps_within", "kv_per_step", "tokens_per_step")
 
-    def __init__(self, cost: CostModel):
+    def __init__(self, cost: StepCost):
         self.cost = cost
         self.mixed_ns = cost.step_ns  # (prefill_tokens, prefill_context, batch, kv_tokens)
         self.run_ns = cost.decode_run_ns  # (batch, kv_tokens, n_steps)
@@ -60,7 +60,7 @@ class SpecPricer:
 
     __slots__ = ("cost", "draft", "link", "k", "acceptance", "rng", "kv_per_step", "tokens_per_step")
 
-    def __init__(self, cost: CostModel, draft: CostModel | None, link, k: int, acceptance, rng: random.Random):
+    def __init__(self, cost: StepCost, draft: StepCost | None, link, k: int, acceptance, rng: random.Random):
         self.cost, self.draft, self.link, self.k = cost, draft, link, k
         self.acceptance = tuple(acceptance)
         self.rng = rng

@@ -10,12 +10,16 @@ from __future__ import annotations
 import enum
 
 from kvbench.sim.spec import LinkSpec, ModelSpec
+from kvbench.units import amount_at_rate, ns_at_rate
 
 
 class Granularity(enum.Enum):
     LAYER_BLOCK = "layer-block"  # one message per (layer, KV block): paged engines moving pages as they are
     LAYER = "layer"  # one message per layer: the pages of a layer coalesced
     REQUEST = "request"  # one message for the whole request
+
+
+GRANULARITIES = tuple(g.value for g in Granularity)  # the profile's transfer.granularity values
 
 
 def messages_for(model: ModelSpec, tokens: int, block_tokens: int, granularity: Granularity) -> tuple[int, int]:
@@ -46,7 +50,7 @@ def latency_ns(link: LinkSpec, messages: int) -> int:
 
 def wire_ns(link: LinkSpec, nbytes: int) -> int:
     """The bandwidth part of a transfer."""
-    return int(nbytes * 1e9 / link.effective_bytes_per_s)
+    return int(ns_at_rate(nbytes, link.effective_bytes_per_s))
 
 
 def transfer_ns(link: LinkSpec, nbytes: int, messages: int) -> int:
@@ -66,7 +70,7 @@ def crossover_bytes(link: LinkSpec, messages: int = 1) -> int:
     For one message this is (per_request + alpha) * beta_eff — the classic alpha*beta half-bandwidth size; for
     many messages it tends to alpha/outstanding * beta_eff. Messages smaller than this are RTT-bound."""
     messages = max(1, messages)
-    return int(latency_ns(link, messages) / messages * link.effective_bytes_per_s / 1e9)
+    return int(amount_at_rate(latency_ns(link, messages) / messages, link.effective_bytes_per_s))
 
 
 def exposed_ns(link: LinkSpec, nbytes: int, messages: int, prefill_ns: int, layers: int) -> int:
@@ -105,7 +109,7 @@ class SharedLink:
         self.bytes_moved = 0
         self.transfers = 0
         self._alpha, self._out, self._per_req = link.alpha_ns, link.outstanding, link.per_request_ns
-        self._ns_per_byte = 1e9 / link.effective_bytes_per_s
+        self._ns_per_byte = ns_at_rate(1, link.effective_bytes_per_s)
 
     def start(self, t_ns: int, nbytes: int, messages: int) -> int:
         """Begin a transfer at t_ns; returns when its last byte lands."""

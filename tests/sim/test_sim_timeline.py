@@ -5,7 +5,7 @@ from __future__ import annotations
 from support.sim_helpers import by_kind, colocated, pd, run_sim
 
 from kvbench.records import Event, Request
-from kvbench.sim.cost import cost_model
+from kvbench.sim.cost.config import cost_model
 from kvbench.sim.spec import link
 from kvbench.sim.transfer import exposed_ns
 
