@@ -7,7 +7,7 @@ import random
 from kvbench.config import ConfigError
 from kvbench.sim.cluster import ClusterCfg, location
 from kvbench.sim.cost.config import cost_model
-from kvbench.sim.instance import Engine
+from kvbench.sim.engine import Engine
 from kvbench.sim.kvcache import Tier
 from kvbench.sim.pricer import PlainPricer, SpecPricer
 from kvbench.sim.spec import link, link_from
@@ -105,6 +105,19 @@ def make_engines(cfg: ClusterCfg, sim, costs: dict, links: Links, rows, rng: ran
             if cfg.prefix_caching and p.role != "decode":
                 hbm = Tier(f"hbm:{name}", "hbm", 0)
             engines.append(
-                Engine(name, p.role, node, p, cost.kv_capacity_tokens(), pricer, sim, hbm, rows, len(engines))
+                Engine(
+                    name,
+                    p.role,
+                    node,
+                    p,
+                    cost.kv_capacity_tokens(),
+                    pricer,
+                    sim,
+                    sim.loop,
+                    cfg.prefix_block_tokens,
+                    hbm,
+                    rows,
+                    len(engines),
+                )
             )
     return engines, -(-gpu_at // gpn)

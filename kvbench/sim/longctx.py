@@ -49,7 +49,7 @@ class LongContext:
                 e.enqueue(part, t)
                 continue
             if self.cfg.mode == "context_parallel":
-                msgs, _ = messages_for(sim.model, start, e.bs, sim.gran)
+                msgs, _ = messages_for(sim.model, start, e.block_tokens, sim.gran)
                 delay = transfer_ns(link, start * sim.kv_bytes, msgs)
             else:
                 delay = transfer_ns(link, (end - start) * hidden * 2, 1)
@@ -91,7 +91,7 @@ class LongContext:
         for part in job.parts:
             src, tokens = part.engine, part.ctx - part.base
             ref = sim.cfg.transfer.intra_link if src.node == dst.node else sim.cfg.transfer.link
-            msgs, _ = messages_for(sim.model, tokens, src.bs, sim.gran)
+            msgs, _ = messages_for(sim.model, tokens, src.block_tokens, sim.gran)
             end = max(end, sim.links.on(src.node, ref).start(t, tokens * sim.kv_bytes, msgs))
             nbytes += tokens * sim.kv_bytes
         name = sim.links.spec(sim.cfg.transfer.link, "").name

@@ -136,13 +136,13 @@ def conductor(sim, job: Job, st: RouterState):
 def _decode_load_at(dec, after_ns: int) -> tuple[int, int]:
     """(batch, KV tokens) of a decode instance now, or predicted `after_ns` from now: requests whose remaining
     steps end before then have left, the others have grown (the refined Conductor variant)."""
-    batch = dec.B + len(dec.incoming) + len(dec.joining)
-    kv = dec.kv_dec + sum(j.ctx for j in dec.incoming)
-    if after_ns <= 0 or not dec.B:
+    batch = dec.batch + len(dec.incoming) + len(dec.joining)
+    kv = dec.kv_batch + sum(j.ctx for j in dec.incoming)
+    if after_ns <= 0 or not dec.batch:
         return batch, kv
-    step = max(1, dec.pricer.cost.decode_step_ns(dec.B, dec.kv_dec))
+    step = max(1, dec.pricer.cost.decode_step_ns(dec.batch, dec.kv_batch))
     ahead = after_ns // step
-    for end, _, j in dec.dheap:
+    for end, _, j in dec.decode_heap:
         if j.engine is dec and j.end_step == end and end - dec.steps <= ahead:
             batch -= 1
             kv -= j.kv + (dec.steps - j.join_step)
@@ -162,7 +162,7 @@ def kv_router(sim, job: Job, st: RouterState):
         host = host_tier.match(hashes[dev:]) if host_tier is not None else 0
         overlap = dev + p["host_hit_weight"] * host
         active_prefill = e.queued_tokens / pbt
-        active_decode = (e.kv_dec if e.role == "colocated" else 0) / pbt
+        active_decode = (e.kv_batch if e.role == "colocated" else 0) / pbt
         costs.append(p["prefill_load_scale"] * max(active_prefill + prompt_blocks - overlap, 0) + active_decode)
     temp = p["temperature"]
     if temp <= 0:

@@ -32,10 +32,10 @@ class Rescheduler:
 
     def _batch(self, e) -> list[tuple[float, Job]]:
         out = []
-        for end, _, job in e.dheap:
-            if job.state == DECODE and job.engine is e and job.end_step == end and job.rid not in self.migrating:
+        for end, _, job in e.decode_heap:
+            if job.state is DECODE and job.engine is e and job.end_step == end and job.rid not in self.migrating:
                 left = end - e.steps
-                ctx = job.kv + (e.steps - job.join_step) * e.tok
+                ctx = job.kv + (e.steps - job.join_step) * e.kv_per_step
                 out.append((left * self._noise(job.rid) * (ctx + left / 2), job))
         return out
 
@@ -57,7 +57,7 @@ class Rescheduler:
             pred, job = min(batches[src], key=lambda pj: (abs(pj[0] - gap / 2), pj[1].rid))
             if pred >= gap:
                 return
-            ctx = job.kv + (src.steps - job.join_step) * src.tok
+            ctx = job.kv + (src.steps - job.join_step) * src.kv_per_step
             if dst.free_tokens() - dst.watermark < ctx + job.n_out:
                 return
             batches[src].remove((pred, job))
@@ -75,7 +75,7 @@ class Rescheduler:
             src.join_decode(job, left, t)
             return
         nbytes = tokens * sim.kv_bytes
-        msgs, _ = messages_for(sim.model, tokens, src.bs, sim.gran)
+        msgs, _ = messages_for(sim.model, tokens, src.block_tokens, sim.gran)
         shared = sim.links.on(src.node, self.cfg.link if src.node != dst.node else sim.cfg.transfer.intra_link)
         end = max(t, shared.start(t, nbytes, msgs))
         sim.emit((t, job.rid, MIGRATE, src.name, tokens, None, shared.link.name, nbytes, f"to {dst.name}"))

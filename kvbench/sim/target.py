@@ -215,7 +215,7 @@ class SimTarget:
         end, nbytes, names = t, 0, []
         for tier, c in zip(chain[1:], counts[1:]):
             if c:
-                msgs = message_count(self.model, c * pbt, e.bs, self.gran)
+                msgs = message_count(self.model, c * pbt, e.block_tokens, self.gran)
                 # Pool blocks are spread over all nodes (hot ones replicated, as Mooncake Store does), so the
                 # bottleneck is the loading node's own NIC: one shared link per destination node.
                 link = tier.link if tier is not self.pool else self.links.on(e.node, self.pool_link)
@@ -296,7 +296,7 @@ class SimTarget:
     def _transfer(self, t: int, job: Job, src, dst, overlap: bool) -> None:
         tokens = job.ctx
         nbytes = tokens * self.kv_bytes
-        msgs = message_count(self.model, tokens, src.bs, self.gran)
+        msgs = message_count(self.model, tokens, src.block_tokens, self.gran)
         shared, detail = self._p2d(src, dst)
         spec = shared.link
         begin = t

@@ -104,7 +104,7 @@ def run_checked(params: dict, reqs: list[Request], seed: int = 0) -> list[Event]
         for tier in tiers:
             assert len(tier) <= tier.capacity_blocks, tier.name
         for e in target.engines:
-            cached = len(e.hbm) * e.pbt if e.hbm is not None else 0
+            cached = len(e.hbm) * e.prefix_block_tokens if e.hbm is not None else 0
             assert 0 <= e.kv_used and e.kv_used + cached <= e.kv_total, (e.name, e.kv_used, cached, e.kv_total)
 
     target.run(emit)
