@@ -54,45 +54,18 @@ class RunningStep:
 
 
 class Engine:
+    """One engine instance's queues, KV accounting and batch steps; it calls its host back as requests move on."""
+
+    # fmt: off
     __slots__ = (
-        "name",
-        "role",
-        "node",
-        "host",
-        "loop",
-        "pricer",
-        "hbm",
-        "prefix_block_tokens",
-        "rows",
-        "token_budget",
-        "max_running",
-        "chunked",
-        "block_tokens",
-        "kv_total",
-        "blocks_total",
-        "waiting",
-        "prefilling",
-        "running",
-        "decode_heap",
-        "batch",
-        "steps",
-        "kv_used",
-        "kv_batch",
-        "busy",
-        "hold",
-        "version",
-        "current",
-        "incoming",
-        "queued_tokens",
-        "seq",
-        "kv_per_step",
-        "index",
-        "joining",
-        "watermark",
-        "leaving",
-        "tokens_per_step",
-        "end_cb",
+        "name", "role", "node", "index", "host", "loop", "pricer", "hbm", "rows", "end_cb",  # identity and wiring
+        "token_budget", "max_running", "chunked", "block_tokens", "prefix_block_tokens",  # the pool's settings
+        "kv_per_step", "tokens_per_step", "kv_total", "blocks_total", "watermark",  # derived sizes
+        "waiting", "prefilling", "running", "incoming", "joining", "leaving", "queued_tokens",  # jobs here
+        "decode_heap", "batch", "steps", "seq", "kv_used", "kv_batch",  # the decode batch and the KV in use
+        "busy", "hold", "version", "current",  # the step in flight
     )
+    # fmt: on
 
     def __init__(
         self,
@@ -124,9 +97,8 @@ class Engine:
         self.waiting: deque[Job] = deque()  # routed, not admitted (needs prefill)
         self.prefilling: list[Job] = []  # admitted, prefill in progress
         self.running: dict[Job, int] = {}  # admitted job -> KV tokens reserved at admission, admission order
-        self.decode_heap: list[
-            tuple[int, int, Job]
-        ] = []  # (end_step, seq, job) of the decode batch; stale entries skipped
+        # (end_step, seq, job) of the decode batch; stale entries (jobs that left) are skipped when met
+        self.decode_heap: list[tuple[int, int, Job]] = []
         self.batch = 0  # requests in the decode batch
         self.steps = 0  # decode steps run so far (the clock jobs' end_step refers to)
         self.kv_used = 0  # KV tokens reserved by admitted jobs
@@ -249,13 +221,12 @@ class Engine:
         room = self.kv_total - self.kv_used - tokens
         if room < 0:
             return False
-        if self.hbm is not None:
-            self.hbm.fit(
-                room // self.prefix_block_tokens
-            )  # cached blocks live in free KV: make room by evicting (demoting) them
+        if self.hbm is not None:  # cached blocks live in free KV: make room by evicting (demoting) them
+            self.hbm.fit(room // self.prefix_block_tokens)
         return True
 
-    def _take(self, job: Job, tokens: int) -> None:
+    def take(self, job: Job, tokens: int) -> None:
+        """Reserve `tokens` of KV for an admitted job (no room check: the caller made room)."""
         job.kv = tokens
         self.kv_used += tokens
         self.running[job] = tokens
@@ -268,7 +239,7 @@ class Engine:
             if not self._fits(need):
                 return
             incoming.popleft()
-            self._take(job, need)
+            self.take(job, need)
             self.host.incoming_ready(self, job, t)
 
     # ---- batching
@@ -331,22 +302,11 @@ class Engine:
             if not self._fits(need + self.watermark + self.batch * self.kv_per_step):
                 break
             waiting.popleft()
-            self._take(job, need)
+            self.take(job, need)
             job.state = PREFILL
             self.prefilling.append(job)
-            emit(
-                (
-                    t,
-                    job.rid,
-                    PREFILL_START,
-                    self.name,
-                    job.prefill_left,
-                    job.cached,
-                    None,
-                    None,
-                    "recompute" if job.preempts else None,
-                )
-            )
+            detail = "recompute" if job.preempts else None
+            emit((t, job.rid, PREFILL_START, self.name, job.prefill_left, job.cached, None, None, detail))
             c = job.prefill_left if (job.prefill_left < budget or not self.chunked) else budget
             chunks.append((job, c))
             budget -= c
@@ -371,19 +331,8 @@ class Engine:
             g = B * n * self.kv_per_step
             self.kv_used += g
             self.kv_batch += g
-        self.rows(
-            (
-                self.name,
-                r.t0_ns,
-                t,
-                n,
-                B + len(chunks),
-                r.prefill_tokens,
-                B * self.tokens_per_step,
-                r.kv_blocks,
-                self.blocks_total,
-            )
-        )
+        decoded, size = B * self.tokens_per_step, B + len(chunks)
+        self.rows((self.name, r.t0_ns, t, n, size, r.prefill_tokens, decoded, r.kv_blocks, self.blocks_total))
         done = self._advance_prefill(chunks) if chunks else ()
         if B and self.decode_heap and self.decode_heap[0][0] <= self.steps:
             self._finish_decodes(t)
@@ -415,7 +364,7 @@ class Engine:
                 self.leave_decode(job)
                 decode_done(self, job, t)
 
-    def _advance_prefill(self, chunks) -> list[Job]:
+    def _advance_prefill(self, chunks: list[tuple[Job, int]] | tuple[()]) -> list[Job]:
         done = []
         for job, c in chunks:
             job.prefill_left -= c
