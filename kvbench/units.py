@@ -8,6 +8,7 @@ import re
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
+BYTES_PER_GB = 1_000_000_000
 
 MOONCAKE_BLOCK_TOKENS = 512  # FAST'25 release: one hash id names a 512-token block and everything before it
 
@@ -48,6 +49,21 @@ def ns_to_s(ns: int | float) -> float:
 
 def ns_to_us(ns: int | float) -> float:
     return ns / NS_PER_US
+
+
+def ns_at_rate(amount: float, per_s: float) -> float:
+    """Nanoseconds to move or compute `amount` (bytes, FLOPs, fixed-point units) at `per_s` of it per second."""
+    return amount * NS_PER_S / per_s
+
+
+def amount_at_rate(ns: float, per_s: float) -> float:
+    """How much moves in `ns` nanoseconds at `per_s` per second (the inverse of ns_at_rate)."""
+    return ns * per_s / NS_PER_S
+
+
+def bytes_to_gb(nbytes: int | float) -> float:
+    """Decimal gigabytes, for messages."""
+    return nbytes / BYTES_PER_GB
 
 
 def blocks_for(tokens: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> int:

@@ -5,7 +5,18 @@ from __future__ import annotations
 import pytest
 
 from kvbench.config import ConfigError, apply_overrides, check_keys, load_toml, parse_override
-from kvbench.units import blocks_for, fmt_ns, ms_to_ns, ns_to_ms, parse_bytes, parse_count, s_to_ns
+from kvbench.units import (
+    amount_at_rate,
+    blocks_for,
+    bytes_to_gb,
+    fmt_ns,
+    ms_to_ns,
+    ns_at_rate,
+    ns_to_ms,
+    parse_bytes,
+    parse_count,
+    s_to_ns,
+)
 
 
 def test_time_conversions_are_exact_integers():
@@ -13,6 +24,13 @@ def test_time_conversions_are_exact_integers():
     assert ms_to_ns(0.5) == 500_000 and s_to_ns(1.25) == 1_250_000_000
     assert ns_to_ms(2_500_000) == 2.5
     assert fmt_ns(1_500_000) == "1.50 ms" and fmt_ns(2_000_000_000) == "2.000 s"
+
+
+def test_rate_conversions():
+    assert ns_at_rate(50e9, 25e9) == 2e9  # 50 GB at 25 GB/s: 2 s
+    assert ns_at_rate(1, 1e9) == 1.0 and amount_at_rate(1.0, 1e9) == 1.0  # 1 GB/s: one byte per ns
+    assert amount_at_rate(2e9, 25e9) == 50e9
+    assert bytes_to_gb(16_060_522_496) == 16.060522496
 
 
 def test_blocks_and_counts():

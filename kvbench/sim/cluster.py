@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.config import ConfigError, check_keys, where
+from kvbench.sim.cost.config import COST_KEYS
+from kvbench.sim.transfer import GRANULARITIES
 from kvbench.units import ms_to_ns, parse_bytes, parse_count
 
 ROLES = ("colocated", "pre_prefill", "prefill", "decode")
 LAYOUTS = {("colocated",): "colocated", ("decode", "prefill"): "pd", ("decode", "pre_prefill", "prefill"): "cpd"}
 TIER_KINDS = ("dram", "ssd", "pool")  # below the per-instance HBM prefix cache, fastest first
 TIER_SCOPES = {"dram": "node", "ssd": "node", "pool": "cluster"}
-GRANULARITIES = ("layer-block", "layer", "request")
 LONG_CONTEXT_MODES = ("pipeline", "context_parallel")
 # Router name -> its parameters and defaults (REFERENCE §3; SGLang defaults are the newer 0.3 / 64 / 1.5).
 ROUTER_PARAMS: dict[str, dict[str, Any]] = {
@@ -53,20 +54,6 @@ TOP_KEYS = (
     "long_context",
 )
 ENGINE_KEYS = ("token_budget", "max_running", "block_tokens", "chunked_prefill")
-# Cost-model keys of a pool table (kvbench/sim/cost.py COST_KEYS; `gpus_per_node` is top-level here).
-COST_KEYS = (
-    "model",
-    "gpu",
-    "tp",
-    "mfu",
-    "mbu",
-    "step_overhead_ns",
-    "layer_overhead_ns",
-    "mem_fraction",
-    "dp_attention",
-    "allreduce_link",
-    "profile",
-)
 POOL_KEYS = ("role", "instances") + COST_KEYS + ENGINE_KEYS
 
 

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+from typing import Any
+
 from kvbench.records import Request
 
-WAITING, PREFILL, HANDOFF, DECODE, PAUSED, DONE = range(6)
+
+class JobState(IntEnum):
+    """Where a job is in its life; the engine compares states by identity (`is`), members being singletons."""
+
+    WAITING = 0  # queued for prefill on `engine` (routed, recomputing after preemption, or taken out of a batch)
+    PREFILL = 1  # admitted: its prompt is being computed, chunk by chunk
+    HANDOFF = 2  # prefill done here, KV still reserved until its transfer to the decode engine lands
+    DECODE = 3  # in `engine`'s decode batch
+    DONE = 4  # ended (FINISH, ERROR, REJECT)
+
+
+WAITING, PREFILL, HANDOFF, DECODE, DONE = JobState
 
 
 class Job:
@@ -36,18 +50,19 @@ class Job:
         "pending",
     )
 
-    def __init__(self, req: Request):
+    def __init__(self, req: Request) -> None:
         self.req = req
         self.rid = req.req_id
         self.n_in = req.input_tokens
         self.n_out = req.output_tokens
         self.state = WAITING
-        self.engine = None  # Engine it is queued or running on
-        self.decode = None  # decode Engine chosen by the router (PD / CPD), None when colocated
+        # Engines are typed Any: engine.py imports this module, so naming Engine here would be an import cycle.
+        self.engine: Any = None  # Engine it is queued or running on
+        self.decode: Any = None  # decode Engine chosen by the router (PD / CPD), None when colocated
         self.prefill_left = req.input_tokens  # tokens still to compute before the first token
         self.ctx = 0  # tokens already in KV (cached prefix + computed)
         self.cached = 0  # prompt tokens served from a prefix cache
-        self.hit_tier = None  # tier kind the cached prefix came from ("hbm", "dram", ...)
+        self.hit_tier: str | None = None  # tier kind the cached prefix came from ("hbm", "dram", ...)
         self.kv = 0  # KV tokens reserved on `engine` (prefill: whole prompt; decode: context at join)
         self.join_step = 0  # engine decode-step counter when it joined the decode batch
         self.end_step = 0  # ... when its last token is produced

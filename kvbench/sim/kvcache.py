@@ -7,6 +7,8 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
+from kvbench.sim.transfer import SharedLink
+
 
 class Tier:
     """An LRU set of prefix-block hashes with a capacity in blocks; evicted blocks are demoted to `below`.
@@ -17,7 +19,9 @@ class Tier:
 
     __slots__ = ("name", "kind", "capacity_blocks", "blocks", "below", "link", "hit_blocks", "inserted", "evicted")
 
-    def __init__(self, name: str, kind: str, capacity_blocks: int, below: Tier | None = None, link=None):
+    def __init__(
+        self, name: str, kind: str, capacity_blocks: int, below: Tier | None = None, link: SharedLink | None = None
+    ) -> None:
         self.name = name  # unique, e.g. "hbm:decode-1", "dram:node-0", "pool"
         self.kind = kind  # "hbm" | "dram" | "ssd" | "pool": what the event log's `tier` column says
         self.capacity_blocks = capacity_blocks
@@ -27,6 +31,11 @@ class Tier:
         self.hit_blocks = 0
         self.inserted = 0
         self.evicted = 0
+
+    def wire(self) -> SharedLink:
+        """The link this tier's blocks travel over into HBM (every tier below HBM has one)."""
+        assert self.link is not None, f"tier {self.name} has no link into HBM"
+        return self.link
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -50,10 +59,11 @@ class Tier:
         """Mark the resident ones of `hashes` most recently used (a hit); never adds a block. The caller may know
         that the first `resident` of them are held (a matched prefix): those move without a membership test."""
         blocks, move = self.blocks, self.blocks.move_to_end
+        rest: Iterable[int] = hashes
         if resident:
             deque(map(move, islice(hashes, resident)), 0)
-            hashes = islice(hashes, resident, None)
-        for h in hashes:
+            rest = islice(hashes, resident, None)
+        for h in rest:
             if h in blocks:
                 move(h)
 

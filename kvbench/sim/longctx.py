@@ -13,60 +13,95 @@ over its own node's link, in parallel; the first token comes when the last slice
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from kvbench.records import KV_XFER_END, KV_XFER_START, PREFILL_END
 from kvbench.sim.cluster import LongContextCfg
+from kvbench.sim.engine import Engine
 from kvbench.sim.job import Job
-from kvbench.sim.transfer import messages_for, transfer_ns
+from kvbench.sim.loop import Loop
+from kvbench.sim.rows import EmitRow
+from kvbench.sim.spec import LinkSpec, ModelSpec
+from kvbench.sim.transfer import SharedLink, transfer_ns
+
+
+class SplitView(Protocol):
+    """What the split sees of the built cluster (kvbench.sim.build.Cluster)."""
+
+    @property
+    def first(self) -> Sequence[Engine]: ...
+
+    @property
+    def model(self) -> ModelSpec: ...
+
+    @property
+    def kv_bytes(self) -> int: ...
+
+    @property
+    def transfer_link(self) -> LinkSpec: ...  # P->D between nodes: also carries context-parallel KV
+
+    def messages(self, tokens: int, block_tokens: int) -> int: ...
+
+    def p2d(self, src: Engine, dst: Engine) -> tuple[SharedLink, str]: ...
+
+
+class SplitHost(Protocol):
+    """What the split calls back into: the event sink and the request lifecycle once the KV has landed."""
+
+    emit: EmitRow
+
+    def decode_landed(self, t: int, job: Job) -> None: ...
 
 
 class LongContext:
-    __slots__ = ("sim", "cfg")
+    __slots__ = ("cluster", "loop", "host", "cfg")
 
-    def __init__(self, sim, cfg: LongContextCfg):
-        self.sim, self.cfg = sim, cfg
+    def __init__(self, cluster: SplitView, loop: Loop, host: SplitHost, cfg: LongContextCfg) -> None:
+        self.cluster, self.loop, self.host, self.cfg = cluster, loop, host, cfg
 
-    def applies(self, job: Job, first) -> bool:
+    def applies(self, job: Job, first: Engine) -> bool:
         return job.n_in >= self.cfg.threshold_tokens and first.role in ("prefill", "pre_prefill")
 
-    def split(self, t: int, job: Job, first) -> None:
-        sim, n = self.sim, self.cfg.instances
+    def split(self, t: int, job: Job, first: Engine) -> None:
+        cluster, n = self.cluster, self.cfg.instances
         others = sorted(
-            (e for e in sim.first if e is not first and e.role == first.role), key=lambda e: (e.queued_tokens, e.index)
+            (e for e in cluster.first if e is not first and e.role == first.role),
+            key=lambda e: (e.queued_tokens, e.index),
         )[: n - 1]
         engines = [first, *others]
         size = job.n_in // len(engines)
         job.engine, job.pending = first, len(engines)
-        job.parts = []  # () until split: no list per request
-        link = sim.links.on(first.node, sim.cfg.transfer.link).link
-        hidden = sim.model.hidden
+        parts: list[Job] = []  # job.parts is () until split: no list per request
+        job.parts = parts
+        link = cluster.transfer_link
         for i, e in enumerate(engines):
             start = i * size
             end = job.n_in if i == len(engines) - 1 else start + size
             part = Job(job.req)
             part.parent, part.base, part.ctx, part.prefill_left = job, start, start, end - start
-            job.parts.append(part)
+            parts.append(part)
             if not start:
                 e.enqueue(part, t)
                 continue
             if self.cfg.mode == "context_parallel":
-                msgs, _ = messages_for(sim.model, start, e.bs, sim.gran)
-                delay = transfer_ns(link, start * sim.kv_bytes, msgs)
+                delay = transfer_ns(link, start * cluster.kv_bytes, cluster.messages(start, e.block_tokens))
             else:
-                delay = transfer_ns(link, (end - start) * hidden * 2, 1)
+                delay = transfer_ns(link, (end - start) * cluster.model.hidden * 2, 1)
             part.engine = e
-            sim.loop.at(t + delay, self._start_part, part)
+            self.loop.at(t + delay, self._start_part, part)
 
     def _start_part(self, t: int, part: Job) -> None:
         part.engine.enqueue(part, t)
 
-    def part_done(self, e, part: Job, t: int) -> None:
+    def part_done(self, e: Engine, part: Job, t: int) -> None:
         e.handoff(part)
         job = part.parent
+        assert job is not None  # part jobs have a parent
         job.pending -= 1
         if job.pending:
             return
-        sim = self.sim
-        sim.emit(
+        self.host.emit(
             (
                 t,
                 job.rid,
@@ -87,15 +122,14 @@ class LongContext:
 
     def transfer(self, t: int, job: Job) -> None:
         """Every slice's KV goes to the decode instance over its own node's link, in parallel."""
-        sim, dst, end, nbytes = self.sim, job.decode, t, 0
+        cluster, dst, end, nbytes = self.cluster, job.decode, t, 0
         for part in job.parts:
             src, tokens = part.engine, part.ctx - part.base
-            ref = sim.cfg.transfer.intra_link if src.node == dst.node else sim.cfg.transfer.link
-            msgs, _ = messages_for(sim.model, tokens, src.bs, sim.gran)
-            end = max(end, sim.links.on(src.node, ref).start(t, tokens * sim.kv_bytes, msgs))
-            nbytes += tokens * sim.kv_bytes
-        name = sim.links.spec(sim.cfg.transfer.link, "").name
-        sim.emit(
+            msgs = cluster.messages(tokens, src.block_tokens)
+            end = max(end, cluster.p2d(src, dst)[0].start(t, tokens * cluster.kv_bytes, msgs))
+            nbytes += tokens * cluster.kv_bytes
+        name = cluster.transfer_link.name
+        self.host.emit(
             (
                 t,
                 job.rid,
@@ -108,13 +142,13 @@ class LongContext:
                 f"to {dst.name} from {len(job.parts)} instances",
             )
         )
-        sim.loop.at(end, self._landed, job)
+        self.loop.at(end, self._landed, job)
 
     def _landed(self, t: int, job: Job) -> None:
-        sim = self.sim
         for part in job.parts:
             part.engine.release(part, t)
-        name = sim.links.spec(sim.cfg.transfer.link, "").name
-        sim.emit((t, job.rid, KV_XFER_END, job.decode.name, job.n_in, None, name, job.n_in * sim.kv_bytes, None))
+        nbytes = job.n_in * self.cluster.kv_bytes
+        row = (t, job.rid, KV_XFER_END, job.decode.name, job.n_in, None, self.cluster.transfer_link.name, nbytes, None)
+        self.host.emit(row)
         job.parts = []
-        sim.decode_landed(t, job)
+        self.host.decode_landed(t, job)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from typing import Protocol
 
-from kvbench.sim.cost import CostModel
+from kvbench.sim.cost import StepCost
+from kvbench.sim.spec import LinkSpec
 from kvbench.sim.spec_decode import (
     expected_tokens_per_step,
     sample_accepted,
@@ -14,12 +17,30 @@ from kvbench.sim.spec_decode import (
 )
 
 
+class StepPricer(Protocol):
+    """What an engine asks of its steps: a mixed step, a run of decode steps, and how many steps tokens take."""
+
+    cost: StepCost
+    kv_per_step: int  # KV tokens each decode step adds per request
+    tokens_per_step: int  # tokens computed per request per decode step
+
+    def mixed_ns(self, prefill_tokens: int, prefill_context: int, batch: int, kv_tokens: int) -> int: ...
+
+    def run_ns(self, batch: int, kv_tokens: int, n: int) -> int: ...
+
+    def steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int: ...
+
+    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> int: ...
+
+    def steps_for(self, tokens: int) -> int: ...
+
+
 class PlainPricer:
     """One token per request per decode step; runs priced in closed form by the cost model."""
 
     __slots__ = ("cost", "mixed_ns", "run_ns", "steps_within", "kv_per_step", "tokens_per_step")
 
-    def __init__(self, cost: CostModel):
+    def __init__(self, cost: StepCost) -> None:
         self.cost = cost
         self.mixed_ns = cost.step_ns  # (prefill_tokens, prefill_context, batch, kv_tokens)
         self.run_ns = cost.decode_run_ns  # (batch, kv_tokens, n_steps)
@@ -60,7 +81,15 @@ class SpecPricer:
 
     __slots__ = ("cost", "draft", "link", "k", "acceptance", "rng", "kv_per_step", "tokens_per_step")
 
-    def __init__(self, cost: CostModel, draft: CostModel | None, link, k: int, acceptance, rng: random.Random):
+    def __init__(
+        self,
+        cost: StepCost,
+        draft: StepCost | None,
+        link: LinkSpec | None,
+        k: int,
+        acceptance: Sequence[float],
+        rng: random.Random,
+    ) -> None:
         self.cost, self.draft, self.link, self.k = cost, draft, link, k
         self.acceptance = tuple(acceptance)
         self.rng = rng

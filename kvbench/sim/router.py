@@ -1,15 +1,49 @@
-"""Global routing policies as plain functions in one dict: (sim, job, state) -> (first engine, decode engine | None),
-or None to reject the request (admission control). Parameters come from the profile's [router] table."""
+"""Global routing policies as plain functions in one dict: (cluster view, job, state) -> (first engine, decode engine
+| None), or None to reject the request (admission control). Parameters come from the profile's [router] table."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
+from kvbench.sim.engine import Engine
 from kvbench.sim.job import Job
+from kvbench.sim.kvcache import Tier
 from kvbench.sim.transfer import transfer_ns
+from kvbench.units import ms_to_ns, ns_to_ms
+
+
+class RouterView(Protocol):
+    """What a routing policy sees of the built cluster (kvbench.sim.build.Cluster)."""
+
+    @property
+    def first(self) -> Sequence[Engine]: ...  # engines a request starts on (colocated, prefill, pre-prefill)
+
+    @property
+    def decode(self) -> Sequence[Engine]: ...
+
+    @property
+    def by_role(self) -> Mapping[str, Sequence[Engine]]: ...
+
+    @property
+    def pool(self) -> Tier | None: ...  # the cluster-wide KV pool tier
+
+    @property
+    def kv_bytes(self) -> int: ...  # KV bytes of one token
+
+    @property
+    def prefix_block_tokens(self) -> int: ...
+
+    def node_tier(self, engine: Engine, kind: str) -> Tier | None: ...
+
+    def shared_chain(self) -> list[Tier]: ...
+
+
+Choice = tuple[Engine, Engine | None] | None  # (first engine, decode engine), or None: reject
+Router = Callable[[RouterView, Job, "RouterState"], Choice]
 
 
 class RouterState:
@@ -17,7 +51,7 @@ class RouterState:
 
     __slots__ = ("params", "rng", "rr", "rr_decode", "trees", "reason")
 
-    def __init__(self, params: dict, seed: int):
+    def __init__(self, params: dict[str, Any], seed: int) -> None:
         self.params = params
         self.rng = random.Random(seed)
         self.rr = 0
@@ -26,41 +60,41 @@ class RouterState:
         self.reason = ""  # why the last None (reject) was returned
 
 
-def _decode_by_load(sim) -> object | None:
+def _decode_by_load(cluster: RouterView) -> Engine | None:
     """Decode instance with the fewest requests (running + waiting for room), then the least KV in use."""
     best, key = None, None
-    for e in sim.decode:
+    for e in cluster.decode:
         k = (len(e.running) + len(e.incoming), e.kv_used)
         if key is None or k < key:
             best, key = e, k
     return best
 
 
-def round_robin(sim, job: Job, st: RouterState):
-    first = sim.first[st.rr % len(sim.first)]
+def round_robin(cluster: RouterView, job: Job, st: RouterState) -> Choice:
+    first = cluster.first[st.rr % len(cluster.first)]
     st.rr += 1
     dec = None
-    if sim.decode:
-        dec = sim.decode[st.rr_decode % len(sim.decode)]
+    if cluster.decode:
+        dec = cluster.decode[st.rr_decode % len(cluster.decode)]
         st.rr_decode += 1
     return first, dec
 
 
-def random_(sim, job: Job, st: RouterState):
-    first = sim.first[st.rng.randrange(len(sim.first))]
-    return first, (sim.decode[st.rng.randrange(len(sim.decode))] if sim.decode else None)
+def random_(cluster: RouterView, job: Job, st: RouterState) -> Choice:
+    first = cluster.first[st.rng.randrange(len(cluster.first))]
+    return first, (cluster.decode[st.rng.randrange(len(cluster.decode))] if cluster.decode else None)
 
 
-def least_loaded(sim, job: Job, st: RouterState):
-    first, key = None, None
-    for e in sim.first:  # min by (load, queued prefill tokens, index), written out: it runs once per request
+def least_loaded(cluster: RouterView, job: Job, st: RouterState) -> Choice:
+    first, key = cluster.first[0], None
+    for e in cluster.first:  # min by (load, queued prefill tokens, index), written out: it runs once per request
         k = (len(e.waiting) + len(e.running) + len(e.incoming), e.queued_tokens, e.index)
         if key is None or k < key:
             first, key = e, k
-    return first, _decode_by_load(sim)
+    return first, _decode_by_load(cluster)
 
 
-def _tree_match(tree: OrderedDict, hashes) -> int:
+def _tree_match(tree: OrderedDict[int, None], hashes: Sequence[int]) -> int:
     n = 0
     for h in hashes:
         if h not in tree:
@@ -69,17 +103,17 @@ def _tree_match(tree: OrderedDict, hashes) -> int:
     return n
 
 
-def cache_aware(sim, job: Job, st: RouterState):
+def cache_aware(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     """SGLang: shortest queue when imbalanced; else the best prefix match above cache_threshold; else the
     worker with the smallest tree. Trees are per-worker LRU sets of routed block hashes (approximate radix)."""
-    p, hashes, workers = st.params, job.req.hash_ids, sim.first
+    p, hashes, workers = st.params, job.req.hash_ids, cluster.first
     loads = [e.load() for e in workers]
     lo, hi = min(loads), max(loads)
     trees = st.trees
     if hi - lo > p["balance_abs_threshold"] and hi > p["balance_rel_threshold"] * lo:
         first = workers[loads.index(lo)]
     else:
-        best, best_n = None, -1
+        best, best_n = workers[0], -1
         for e in workers:
             n = _tree_match(trees.setdefault(e.name, OrderedDict()), hashes)
             if n > best_n:
@@ -94,75 +128,76 @@ def cache_aware(sim, job: Job, st: RouterState):
         tree.move_to_end(h)
     while len(tree) > p["max_tree_blocks"]:
         tree.popitem(last=False)
-    return first, _decode_by_load(sim)
+    return first, _decode_by_load(cluster)
 
 
-def conductor(sim, job: Job, st: RouterState):
+def conductor(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     """Mooncake: min T_transfer + T_queue + T_prefill over prefill instances; decode by load; reject when the
     predicted TTFT or TBT breaks its SLO (optionally predicting decode load when the prefill will finish)."""
     p, req = st.params, job.req
-    hashes, pbt = req.hash_ids, sim.cfg.prefix_block_tokens
-    remote = sim.pool.match(hashes) if sim.pool is not None else 0
-    best, best_t = None, math.inf
-    for e in sim.first:
+    hashes, pbt = req.hash_ids, cluster.prefix_block_tokens
+    pool = cluster.pool
+    remote = pool.match(hashes) if pool is not None else 0
+    best, best_t = cluster.first[0], math.inf  # every engine's t is finite: the loop sets both
+    for e in cluster.first:
         cost = e.pricer.cost
         local = e.hbm.match(hashes) if e.hbm is not None else 0
         t_xfer = 0
-        if remote - local > p["kvcache_balancing_threshold"]:
+        if pool is not None and remote - local > p["kvcache_balancing_threshold"]:
             prefix = remote
-            nbytes = (remote - local) * pbt * sim.kv_bytes
-            t_xfer = transfer_ns(sim.pool.link.link, nbytes, remote - local)
+            nbytes = (remote - local) * pbt * cluster.kv_bytes
+            t_xfer = transfer_ns(pool.wire().link, nbytes, remote - local)
         else:
             prefix = local
         prefix_tokens = min(prefix * pbt, job.n_in - 1)
         t = t_xfer + cost.prefill_ns(e.queued_tokens) + cost.prefill_ns(job.n_in - prefix_tokens, prefix_tokens)
         if t < best_t:
             best, best_t = e, t
-    dec = _decode_by_load(sim)
-    ttft_slo = p["ttft_slo_ms"] * 1_000_000
+    dec = _decode_by_load(cluster)
+    ttft_slo = ms_to_ns(p["ttft_slo_ms"])
     if ttft_slo and best_t > ttft_slo:
-        st.reason = f"predicted TTFT {best_t / 1e6:.0f} ms > SLO {p['ttft_slo_ms']:g} ms"
+        st.reason = f"predicted TTFT {ns_to_ms(best_t):.0f} ms > SLO {p['ttft_slo_ms']:g} ms"
         return None
-    tbt_slo = p["tbt_slo_ms"] * 1_000_000
+    tbt_slo = ms_to_ns(p["tbt_slo_ms"])
     if tbt_slo and dec is not None:
-        batch, kv = _decode_load_at(dec, best_t if p["predict_decode_load"] else 0)
+        batch, kv = _decode_load_at(dec, int(best_t) if p["predict_decode_load"] else 0)
         tbt = dec.pricer.cost.decode_step_ns(batch + 1, kv + job.n_in)
         if tbt > tbt_slo:
-            st.reason = f"predicted TBT {tbt / 1e6:.1f} ms > SLO {p['tbt_slo_ms']:g} ms"
+            st.reason = f"predicted TBT {ns_to_ms(tbt):.1f} ms > SLO {p['tbt_slo_ms']:g} ms"
             return None
     return best, dec
 
 
-def _decode_load_at(dec, after_ns: int) -> tuple[int, int]:
+def _decode_load_at(dec: Engine, after_ns: int) -> tuple[int, int]:
     """(batch, KV tokens) of a decode instance now, or predicted `after_ns` from now: requests whose remaining
     steps end before then have left, the others have grown (the refined Conductor variant)."""
-    batch = dec.B + len(dec.incoming) + len(dec.joining)
-    kv = dec.kv_dec + sum(j.ctx for j in dec.incoming)
-    if after_ns <= 0 or not dec.B:
+    batch = dec.batch + len(dec.incoming) + len(dec.joining)
+    kv = dec.kv_batch + sum(j.ctx for j in dec.incoming)
+    if after_ns <= 0 or not dec.batch:
         return batch, kv
-    step = max(1, dec.pricer.cost.decode_step_ns(dec.B, dec.kv_dec))
+    step = max(1, dec.pricer.cost.decode_step_ns(dec.batch, dec.kv_batch))
     ahead = after_ns // step
-    for end, _, j in dec.dheap:
+    for end, _, j in dec.decode_heap:
         if j.engine is dec and j.end_step == end and end - dec.steps <= ahead:
             batch -= 1
             kv -= j.kv + (dec.steps - j.join_step)
     return batch, kv + batch * ahead
 
 
-def kv_router(sim, job: Job, st: RouterState):
+def kv_router(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     """Dynamo: cost = prefill_load_scale x max(active_prefill_blocks + prompt_blocks - overlap, 0)
     + active_decode_blocks; overlap counts device hits 1.0 and host-tier hits host_hit_weight; lowest wins at
     temperature 0, softmax sampling over -cost/temperature above it."""
-    p, hashes, pbt = st.params, job.req.hash_ids, sim.cfg.prefix_block_tokens
+    p, hashes, pbt = st.params, job.req.hash_ids, cluster.prefix_block_tokens
     prompt_blocks = -(-job.n_in // pbt)
     costs = []
-    for e in sim.first:
+    for e in cluster.first:
         dev = e.hbm.match(hashes) if e.hbm is not None else 0
-        host_tier = sim.node_tier(e, "dram")
+        host_tier = cluster.node_tier(e, "dram")
         host = host_tier.match(hashes[dev:]) if host_tier is not None else 0
         overlap = dev + p["host_hit_weight"] * host
         active_prefill = e.queued_tokens / pbt
-        active_decode = (e.kv_dec if e.role == "colocated" else 0) / pbt
+        active_decode = (e.kv_batch if e.role == "colocated" else 0) / pbt
         costs.append(p["prefill_load_scale"] * max(active_prefill + prompt_blocks - overlap, 0) + active_decode)
     temp = p["temperature"]
     if temp <= 0:
@@ -171,26 +206,26 @@ def kv_router(sim, job: Job, st: RouterState):
         lo = min(costs)
         weights = [math.exp(-(c - lo) / (temp * max(prompt_blocks, 1))) for c in costs]
         i = st.rng.choices(range(len(costs)), weights)[0]
-    return sim.first[i], _decode_by_load(sim)
+    return cluster.first[i], _decode_by_load(cluster)
 
 
-def cpd(sim, job: Job, st: RouterState):
+def cpd(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     """Together CPD: cold prompts (cached share below warm_threshold) go to the pre-prefill pool, which writes
     their KV to the cluster cache; warm prompts go to the prefill pool, which fetches the cached prefix."""
     hashes = job.req.hash_ids
-    chain = sim.shared_chain()
+    chain = cluster.shared_chain()
     cached = 0
     for h in hashes:
         if not any(h in t.blocks for t in chain):
             break
         cached += 1
     warm = bool(hashes) and cached / len(hashes) >= st.params["warm_threshold"]
-    pool = sim.by_role["prefill" if warm else "pre_prefill"]
+    pool = cluster.by_role["prefill" if warm else "pre_prefill"]
     first = min(pool, key=lambda e: (e.queued_tokens, e.load(), e.index))
-    return first, _decode_by_load(sim)
+    return first, _decode_by_load(cluster)
 
 
-ROUTERS: dict[str, Callable] = {
+ROUTERS: dict[str, Router] = {
     "round_robin": round_robin,
     "random": random_,
     "least_loaded": least_loaded,

@@ -136,7 +136,7 @@ def _coerce(value: Any, kind: str, minimum: float, where: str, key: str) -> Any:
     return float(value)
 
 
-def _build(cls: type, rules: dict[str, tuple[str, float]], d: Mapping[str, Any], where: str, name: str) -> Any:
+def _build(cls: type, rules: Mapping[str, tuple[str, float]], d: Mapping[str, Any], where: str, name: str) -> Any:
     """Validate a TOML table against a spec class: unknown keys, missing keys, types and ranges."""
     names = [f.name for f in fields(cls) if f.name != "name"]
     required = [f.name for f in fields(cls) if f.name != "name" and f.default is MISSING]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from kvbench.sim.cost import CostModel
-from kvbench.sim.cost_runs import run_sum, runs_within
+from kvbench.sim.cost import StepCost
+from kvbench.sim.cost.runs import Lines, run_sum, runs_within
 from kvbench.sim.spec import LinkSpec
 from kvbench.sim.transfer import transfer_ns
 
@@ -33,7 +33,7 @@ def sample_accepted(rng: random.Random, acceptance: Sequence[float]) -> int:
     return n
 
 
-def verify_step_ns(cost: CostModel, batch: int, kv_tokens: int, k: int) -> int:
+def verify_step_ns(cost: StepCost, batch: int, kv_tokens: int, k: int) -> int:
     """The target scores k drafted tokens + 1 for each of `batch` requests in one (k+1)-token step.
 
     Each request's k+1 tokens attend to its context and causally to each other: pairs = (k+1)*K + b*(k+1)(k+2)/2;
@@ -43,7 +43,7 @@ def verify_step_ns(cost: CostModel, batch: int, kv_tokens: int, k: int) -> int:
     return run_sum(1, cost.decode_lines(batch, kv_tokens, k + 1))
 
 
-def draft_ns(draft: CostModel, batch: int, kv_tokens: int, k: int) -> int:
+def draft_ns(draft: StepCost, batch: int, kv_tokens: int, k: int) -> int:
     """k autoregressive decode steps of the draft model (its KV grows by `batch` per step)."""
     return draft.decode_run_ns(batch, kv_tokens, k)
 
@@ -56,8 +56,8 @@ def draft_message_ns(link: LinkSpec | None, batch: int, k: int) -> int:
 
 
 def spec_step_ns(
-    target: CostModel,
-    draft: CostModel | None,
+    target: StepCost,
+    draft: StepCost | None,
     link: LinkSpec | None,
     batch: int,
     kv_tokens: int,
@@ -71,7 +71,9 @@ def spec_step_ns(
     return d + draft_message_ns(link, batch, k) + verify_step_ns(target, batch, kv_tokens, k)
 
 
-def _spec_sets(target: CostModel, draft: CostModel | None, batch: int, kv_tokens: int, k: int, growth: int) -> list:
+def _spec_sets(
+    target: StepCost, draft: StepCost | None, batch: int, kv_tokens: int, k: int, growth: int
+) -> list[Lines]:
     """A speculative step as runs of lines: the (k+1)-token verify, and draft position j with its KV offset b*j."""
     sets = [target.decode_lines(batch, kv_tokens, k + 1, growth)]
     if draft is not None:
@@ -80,8 +82,8 @@ def _spec_sets(target: CostModel, draft: CostModel | None, batch: int, kv_tokens
 
 
 def spec_run_ns(
-    target: CostModel,
-    draft: CostModel | None,
+    target: StepCost,
+    draft: StepCost | None,
     link: LinkSpec | None,
     batch: int,
     kv_tokens: int,
@@ -98,8 +100,8 @@ def spec_run_ns(
 
 
 def spec_steps_within(
-    target: CostModel,
-    draft: CostModel | None,
+    target: StepCost,
+    draft: StepCost | None,
     link: LinkSpec | None,
     batch: int,
     kv_tokens: int,

@@ -1,4 +1,4 @@
-"""The sim target: a simulated serving cluster built from a profile, driven request by request (Target protocol).
+"""The sim target: the request lifecycle over a built Cluster (build.py), driven request by request (Target protocol).
 
 A request's life: ARRIVE, SEND -> router (ROUTE or REJECT) -> prefix lookup down the KV tiers (a load from a
 lower tier is a KV_XFER_START/END on that tier's link) -> prefill on the first engine (PREFILL_START/END) ->
@@ -11,6 +11,7 @@ moves decoding requests between decode engines (MIGRATE).
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING, cast
 
 from kvbench.records import (
     ARRIVE,
@@ -29,104 +30,68 @@ from kvbench.records import (
     SEND,
     Request,
 )
-from kvbench.sim.build import Links, make_engines, make_tiers, pool_costs
-from kvbench.sim.cluster import location, parse_cluster
+from kvbench.sim.build import Cluster
+from kvbench.sim.cluster import parse_cluster
+from kvbench.sim.engine import Engine
 from kvbench.sim.job import DONE, HANDOFF, Job
-from kvbench.sim.kvcache import walk
+from kvbench.sim.kvcache import Tier, walk
 from kvbench.sim.longctx import LongContext
 from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState
-from kvbench.sim.transfer import Granularity, exposed_ns, message_count, transfer_ns
-from kvbench.target import RunContext, TargetSpec
+from kvbench.sim.rows import AppendStep, EmitRow, Row
+from kvbench.sim.star import Rescheduler
+from kvbench.sim.transfer import exposed_ns, message_count, transfer_ns
+
+if TYPE_CHECKING:  # annotations only: kvbench.target builds this module's SimTarget
+    from kvbench.records import Emit
+    from kvbench.target import RunContext, TargetSpec
 
 STEPS_FLUSH_ROWS = 65_536  # ~16 MB of buffered step rows at most
 
 
+def _not_running(row: Row) -> None:
+    raise RuntimeError("SimTarget: events are emitted only inside run()")
+
+
 class SimTarget:
-    def __init__(self, spec: TargetSpec, ctx: RunContext):
+    """The request lifecycle over a built Cluster: arrival, routing, prefix loads, P->D hand-off, the end."""
+
+    def __init__(self, spec: TargetSpec, ctx: RunContext) -> None:
         cfg = self.cfg = parse_cluster(spec.params, spec.source)
         self.loop = Loop()
-        self.emit = None
+        self.emit: EmitRow = _not_running
         rng = random.Random(ctx.seed)
-        self.links = Links()
-        for key, ref in (
-            ("transfer.link", cfg.transfer.link),
-            ("transfer.intra_link", cfg.transfer.intra_link),
-            ("reschedule.link", cfg.reschedule.link if cfg.reschedule else None),
-        ):
-            if ref is not None:  # check names now: a bad one must fail before the simulation, not mid-run
-                self.links.spec(ref, location(cfg.source, key))
-        costs = pool_costs(cfg)
-        first_cost = next(iter(costs.values()))
-        self.model = first_cost.model
-        self.kv_bytes = self.model.kv_bytes_per_token()
-        self.gran = Granularity(cfg.transfer.granularity)
         self.steps = ctx.log.table("steps")
         self.ended = 0
-        self.engines, n_nodes = make_engines(
-            cfg, self, costs, self.links, self._steps_append(), random.Random(rng.random())
-        )
-        self.node_tiers, self.pool = make_tiers(cfg, n_nodes, self.kv_bytes, self.links)
-        self.pool_link = next((tc.link for tc in cfg.tiers if tc.kind == "pool"), None)
-        for e in self.engines:
-            if e.hbm is not None:
-                e.hbm.below = self._chain_below(e.node)
-        self.by_role: dict[str, list] = {}
-        for e in self.engines:
-            self.by_role.setdefault(e.role, []).append(e)
-        self.first = [e for e in self.engines if e.role in ("colocated", "prefill", "pre_prefill")]
-        self.decode = self.by_role.get("decode", [])
-        self.chains = {
-            e: [t for t in [e.hbm, *self.node_tiers[e.node].values(), self.pool] if t is not None] for e in self.first
-        }
+        self.cluster = c = Cluster(cfg, self, self.loop, self._steps_append(), random.Random(rng.random()))
         self.route_fn = ROUTERS[cfg.router]
         self.router = RouterState(cfg.params(), rng.randrange(1 << 62))
-        self.write_through = [
-            t for t in self.shared_chain() if any(tc.kind == t.kind and tc.write_through for tc in cfg.tiers)
-        ]
-        self._hot_paths(cfg)
         self.live: dict[int, Job | None] = {}  # submitted, not ended: rid -> Job (None until it arrives)
+        self.longctx = LongContext(c, self.loop, self, cfg.long_context) if cfg.long_context else None
         self.resched = None
-        self.longctx = LongContext(self, cfg.long_context) if cfg.long_context else None
-        if cfg.reschedule is not None and len(self.decode) > 1:
-            from kvbench.sim.star import Rescheduler
+        if cfg.reschedule is not None and len(c.decode) > 1:
+            self.resched = Rescheduler(c, self.loop, self, cfg.reschedule, ctx.seed)
+        # what the per-request paths read, looked up once
+        self.chains, self.kv_bytes, self.pbt = c.chains, c.kv_bytes, c.prefix_block_tokens
+        self.model, self.gran = c.model, c.gran
+        self.layerwise, self.prefix_caching = cfg.transfer.layerwise, cfg.prefix_caching
+        self.frontend_ns = cfg.frontend_ns
+        self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
 
-            self.resched = Rescheduler(self, cfg.reschedule, ctx.seed)
-
-    def _steps_append(self):
+    def _steps_append(self) -> AppendStep:
         """The steps table's append: a PartWriter's row list when it has one (engines append to it directly and
         the sim checks for a flush as requests end, see _end), else the writer's own append."""
         buffer = getattr(self.steps, "rows", None)
         self.steps_buffered = isinstance(buffer, list)
-        return buffer.append if self.steps_buffered else self.steps.append
-
-    def _hot_paths(self, cfg) -> None:
-        """What the per-request paths read, looked up once."""
-        self.p2d_links: dict[tuple[int, int], tuple] = {}  # (src index, dst index) -> (SharedLink, detail)
-        self.layerwise = cfg.transfer.layerwise
-        self.frontend_ns, self.prefix_caching, self.pbt = cfg.frontend_ns, cfg.prefix_caching, cfg.prefix_block_tokens
-        self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
-
-    # ---- helpers for routers and tiers
-    def _chain_below(self, node: int):
-        tiers = self.node_tiers[node]
-        return tiers.get("dram") or tiers.get("ssd") or self.pool
-
-    def node_tier(self, engine, kind: str):
-        return self.node_tiers[engine.node].get(kind)
-
-    def shared_chain(self) -> list:
-        """Tiers every prefill instance can load from: the first node's DRAM/SSD stand for 'a node' and the pool."""
-        node0 = self.node_tiers.get(0, {})
-        return [t for t in [*node0.values(), self.pool] if t is not None]
+        return buffer.append if isinstance(buffer, list) else self.steps.append
 
     # ---- Target protocol
     def submit(self, req: Request, at_ns: int) -> None:
         self.live[req.req_id] = None
         self.loop.at_in_order(at_ns, self.arrive_cb, req)
 
-    def run(self, emit) -> None:
-        self.emit = emit
+    def run(self, emit: Emit) -> None:
+        self.emit = cast(EmitRow, emit)  # the log and the replayer take Event's fields as a plain tuple
         try:
             self.loop.run()
         except KeyboardInterrupt:
@@ -158,12 +123,13 @@ class SimTarget:
             self._route(t, job)
 
     def _route(self, t: int, job: Job) -> None:
-        choice = self.route_fn(self, job, self.router)
+        choice = self.route_fn(self.cluster, job, self.router)
         if choice is None:
             return self._end(t, job, REJECT, detail=f"slo: {self.router.reason}")
         first, dec = choice
         need = job.n_in + job.n_out
-        split = self.longctx is not None and self.longctx.applies(job, first)
+        longctx = self.longctx
+        split = longctx is not None and longctx.applies(job, first)
         if (not split and job.n_in > first.kv_total) or need > (dec or first).kv_total:
             where = dec or first
             return self._end(
@@ -177,14 +143,14 @@ class SimTarget:
         self.emit((t, job.rid, ROUTE, first.name, None, None, None, None, dec.name if dec else None))
         if self.resched is not None:
             self.resched.wake(t)
-        if split:
-            return self.longctx.split(t, job, first)
+        if longctx is not None and split:
+            return longctx.split(t, job, first)
         if self.prefix_caching and job.req.hash_ids and first.hbm is not None:
             self._prefix(t, job, first)
         else:
             first.enqueue(job, t)
 
-    def _prefix(self, t: int, job: Job, e) -> None:
+    def _prefix(self, t: int, job: Job, e: Engine) -> None:
         """Serve the longest cached prefix; blocks from lower tiers are loaded only if that beats recomputing."""
         hashes, pbt = job.req.hash_ids, self.pbt
         chain = self.chains[e]
@@ -196,29 +162,37 @@ class SimTarget:
         hbm_tok = lead * pbt if lead * pbt < n_in - 1 else n_in - 1
         all_tok = total * pbt if total * pbt < n_in - 1 else n_in - 1
         load = all_tok > hbm_tok and max(
-            transfer_ns(tier.link.link, c * pbt * self.kv_bytes, c) for tier, c in zip(chain[1:], counts[1:]) if c
+            transfer_ns(tier.wire().link, c * pbt * self.kv_bytes, c) for tier, c in zip(chain[1:], counts[1:]) if c
         ) < cost.prefill_ns(n_in - hbm_tok, hbm_tok) - cost.prefill_ns(n_in - all_tok, all_tok)
         cached = all_tok if load else hbm_tok
         job.cached, job.ctx, job.prefill_left = cached, cached, n_in - cached
-        if counts[0]:
+        if counts[0] and e.hbm is not None:
             e.hbm.touch(hashes[:total], lead)  # a hit refreshes the blocks' LRU position (the lead ones are held)
         if not load:
             job.hit_tier = "hbm" if lead else None
             return e.enqueue(job, t)
         deepest = max(i for i, c in enumerate(counts) if c)
         job.hit_tier = chain[deepest].kind
-        self._load(t, job, e, chain, counts, hashes[:total], chain[deepest].link.link.name, cached - hbm_tok)
+        self._load(t, job, e, chain, counts, hashes[:total], chain[deepest].wire().link.name, cached - hbm_tok)
 
-    def _load(self, t: int, job: Job, e, chain, counts, hashes, link_name: str, tokens: int) -> None:
+    def _load(
+        self,
+        t: int,
+        job: Job,
+        e: Engine,
+        chain: list[Tier],
+        counts: list[int],
+        hashes: tuple[int, ...],
+        link_name: str,
+        tokens: int,
+    ) -> None:
         """Bring the lower tiers' blocks into HBM, each tier over its own link, in parallel."""
-        pbt = self.cfg.prefix_block_tokens
+        c_, pbt = self.cluster, self.pbt
         end, nbytes, names = t, 0, []
         for tier, c in zip(chain[1:], counts[1:]):
             if c:
-                msgs = message_count(self.model, c * pbt, e.bs, self.gran)
-                # Pool blocks are spread over all nodes (hot ones replicated, as Mooncake Store does), so the
-                # bottleneck is the loading node's own NIC: one shared link per destination node.
-                link = tier.link if tier is not self.pool else self.links.on(e.node, self.pool_link)
+                msgs = message_count(self.model, c * pbt, e.block_tokens, self.gran)
+                link = tier.wire() if tier is not c_.pool else c_.pool_link_on(e.node)
                 end = max(end, link.start(t, c * pbt * self.kv_bytes, msgs))
                 nbytes += c * pbt * self.kv_bytes
                 tier.hit_blocks += c
@@ -230,28 +204,18 @@ class SimTarget:
 
     def _loaded(self, t: int, job: Job) -> None:
         e = job.engine
-        link = next(tier.link.link.name for tier in self.chains[e] if tier.kind == job.hit_tier)
+        link = next(tier.wire().link.name for tier in self.chains[e] if tier.kind == job.hit_tier)
         self.emit((t, job.rid, KV_XFER_END, e.name, job.cached, None, link, None, "load"))
         e.enqueue(job, t)
 
     # ---- engine callbacks
-    def prefill_done(self, e, job: Job, t: int) -> None:
+    def prefill_done(self, e: Engine, job: Job, t: int) -> None:
         if job.parent is not None:
+            assert self.longctx is not None  # only the long-context split makes part jobs
             return self.longctx.part_done(e, job, t)
         emit, rid = self.emit, job.rid
-        emit(
-            (
-                t,
-                rid,
-                PREFILL_END,
-                e.name,
-                job.n_in - job.cached,
-                job.cached,
-                None,
-                None,
-                "recompute" if job.first_ns >= 0 else None,
-            )
-        )
+        detail = "recompute" if job.first_ns >= 0 else None
+        emit((t, rid, PREFILL_END, e.name, job.n_in - job.cached, job.cached, None, None, detail))
         if job.first_ns >= 0:  # recomputed after preemption: carry on decoding
             return e.start_decode(job, job.steps_left)
         if job.n_out == 0:
@@ -266,7 +230,7 @@ class SimTarget:
             e.start_decode(job, e.pricer.steps_for(job.n_out - 1))
             return
         job.state = HANDOFF  # e.handoff(job), written out: its KV stays reserved on e until the transfer is done
-        for tier in self.write_through:
+        for tier in self.cluster.write_through:
             tier.insert(job.req.hash_ids)
         dec = job.decode
         job.ctx = job.n_in
@@ -275,29 +239,19 @@ class SimTarget:
         else:
             dec.incoming.append(job)
 
-    def incoming_ready(self, dec, job: Job, t: int) -> None:
+    def incoming_ready(self, e: Engine, job: Job, t: int) -> None:
         """A decode engine found KV room for a waiting hand-off: its transfer starts now (no overlap left)."""
         if job.parts:
+            assert self.longctx is not None  # only the long-context split makes part jobs
             return self.longctx.transfer(t, job)
-        self._transfer(t, job, job.engine, dec, overlap=False)
+        self._transfer(t, job, job.engine, e, overlap=False)
 
-    def p2d_link(self, src, dst) -> str:
-        return self._p2d(src, dst)[0].link.name
-
-    def _p2d(self, src, dst):
-        """(SharedLink, event detail) of P->D transfers from src to dst (looked up once per engine pair)."""
-        found = self.p2d_links.get((src.index, dst.index))
-        if found is None:
-            t = self.cfg.transfer
-            shared = self.links.on(src.node, t.intra_link if src.node == dst.node else t.link)
-            found = self.p2d_links[(src.index, dst.index)] = (shared, f"to {dst.name}")
-        return found
-
-    def _transfer(self, t: int, job: Job, src, dst, overlap: bool) -> None:
+    def _transfer(self, t: int, job: Job, src: Engine, dst: Engine, overlap: bool) -> None:
+        c = self.cluster
         tokens = job.ctx
         nbytes = tokens * self.kv_bytes
-        msgs = message_count(self.model, tokens, src.bs, self.gran)
-        shared, detail = self._p2d(src, dst)
+        msgs = message_count(self.model, tokens, src.block_tokens, self.gran)
+        shared, detail = c.p2d(src, dst)
         spec = shared.link
         begin = t
         if overlap and self.layerwise:
@@ -313,7 +267,7 @@ class SimTarget:
         self.loop.at(end if end > t else t, self.landed_cb, job)
 
     def _landed(self, t: int, job: Job) -> None:
-        link = self._p2d(job.engine, job.decode)[0].link.name
+        link = self.cluster.p2d(job.engine, job.decode)[0].link.name
         self.emit((t, job.rid, KV_XFER_END, job.decode.name, job.ctx, None, link, job.ctx * self.kv_bytes, None))
         job.engine.release(job, t)
         self.decode_landed(t, job)
@@ -330,19 +284,19 @@ class SimTarget:
         emit((t, rid, DECODE_START, dec.name, None, None, None, None, None))
         dec.join_decode(job, dec.pricer.steps_for(job.n_out - 1), t)
 
-    def _first_token(self, t: int, job: Job, e) -> None:
+    def _first_token(self, t: int, job: Job, e: Engine) -> None:
         job.first_ns = t
         self.emit((t, job.rid, FIRST_TOKEN, e.name, 1, job.cached, job.hit_tier, None, None))
 
-    def decode_done(self, e, job: Job, t: int) -> None:
+    def decode_done(self, e: Engine, job: Job, t: int) -> None:
         e.cache(job)
         self._finish(t, job, e)
 
-    def _finish(self, t: int, job: Job, e) -> None:
+    def _finish(self, t: int, job: Job, e: Engine) -> None:
         self.emit((t, job.rid, LAST_TOKEN, e.name, job.n_out, None, None, None, None))
         self._end(t, job, FINISH, e.name, tokens=job.n_out)
 
-    def preempted(self, e, job: Job, t: int) -> None:
+    def preempted(self, e: Engine, job: Job, t: int) -> None:
         self.emit((t, job.rid, PREEMPT, e.name, job.prefill_left, None, None, None, "recompute"))
 
     def _end(

@@ -8,14 +8,20 @@ The first two terms are the latency part (RTT-bound when they dominate), the las
 from __future__ import annotations
 
 import enum
+from typing import Any
 
-from kvbench.sim.spec import LinkSpec, ModelSpec
+from kvbench.sim.spec import LinkSpec, ModelSpec, link_from
+from kvbench.sim.spec import link as catalog_link
+from kvbench.units import NS_PER_S, amount_at_rate, ns_at_rate
 
 
 class Granularity(enum.Enum):
     LAYER_BLOCK = "layer-block"  # one message per (layer, KV block): paged engines moving pages as they are
     LAYER = "layer"  # one message per layer: the pages of a layer coalesced
     REQUEST = "request"  # one message for the whole request
+
+
+GRANULARITIES = tuple(g.value for g in Granularity)  # the profile's transfer.granularity values
 
 
 def messages_for(model: ModelSpec, tokens: int, block_tokens: int, granularity: Granularity) -> tuple[int, int]:
@@ -46,7 +52,7 @@ def latency_ns(link: LinkSpec, messages: int) -> int:
 
 def wire_ns(link: LinkSpec, nbytes: int) -> int:
     """The bandwidth part of a transfer."""
-    return int(nbytes * 1e9 / link.effective_bytes_per_s)
+    return int(nbytes * NS_PER_S / link.effective_bytes_per_s)  # ns_at_rate, inlined: once per transfer
 
 
 def transfer_ns(link: LinkSpec, nbytes: int, messages: int) -> int:
@@ -66,7 +72,7 @@ def crossover_bytes(link: LinkSpec, messages: int = 1) -> int:
     For one message this is (per_request + alpha) * beta_eff — the classic alpha*beta half-bandwidth size; for
     many messages it tends to alpha/outstanding * beta_eff. Messages smaller than this are RTT-bound."""
     messages = max(1, messages)
-    return int(latency_ns(link, messages) / messages * link.effective_bytes_per_s / 1e9)
+    return int(amount_at_rate(latency_ns(link, messages) / messages, link.effective_bytes_per_s))
 
 
 def exposed_ns(link: LinkSpec, nbytes: int, messages: int, prefill_ns: int, layers: int) -> int:
@@ -105,7 +111,7 @@ class SharedLink:
         self.bytes_moved = 0
         self.transfers = 0
         self._alpha, self._out, self._per_req = link.alpha_ns, link.outstanding, link.per_request_ns
-        self._ns_per_byte = 1e9 / link.effective_bytes_per_s
+        self._ns_per_byte = ns_at_rate(1, link.effective_bytes_per_s)
 
     def start(self, t_ns: int, nbytes: int, messages: int) -> int:
         """Begin a transfer at t_ns; returns when its last byte lands."""
@@ -118,6 +124,38 @@ class SharedLink:
         self.bytes_moved += nbytes
         self.transfers += 1
         return end
+
+
+# A link as a profile names it: a catalog name, or an inline table stored as sorted (key, value) items.
+LinkRef = str | tuple[tuple[str, Any], ...]
+
+
+class Links:
+    """One SharedLink per (node, link name): concurrent transfers leaving one node queue on its NIC."""
+
+    __slots__ = ("specs", "shared")
+
+    def __init__(self) -> None:
+        self.specs: dict[str, LinkSpec] = {}
+        self.shared: dict[tuple[int, str], SharedLink] = {}
+
+    def spec(self, ref: LinkRef, where: str) -> LinkSpec:
+        """LinkSpec for a catalog name or an inline table (as stored in the config: a tuple of items)."""
+        key = ref if isinstance(ref, str) else repr(ref)
+        if key not in self.specs:
+            self.specs[key] = (
+                catalog_link(ref, where) if isinstance(ref, str) else link_from(dict(ref), where, "inline")
+            )
+        return self.specs[key]
+
+    def on(self, node: int, ref: LinkRef, where: str = "") -> SharedLink:
+        """The shared link `ref` leaving `node` (-1: the cluster pool's own link)."""
+        spec = self.spec(ref, where)
+        key = (node, spec.name if isinstance(ref, str) else repr(ref))
+        sl = self.shared.get(key)
+        if sl is None:
+            sl = self.shared[key] = SharedLink(spec)
+        return sl
 
 
 def describe(link: LinkSpec, model: ModelSpec, tokens: int, granularity: Granularity, block_tokens: int) -> dict:

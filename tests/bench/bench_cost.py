@@ -7,7 +7,7 @@ import statistics
 import timeit
 
 from kvbench.sim import spec
-from kvbench.sim.cost import CostModel
+from kvbench.sim.cost.roofline import CostModel
 from kvbench.sim.spec_decode import sample_accepted, spec_run_ns, spec_steps_within
 from kvbench.sim.transfer import SharedLink, transfer_ns
 

@@ -47,7 +47,7 @@ def error_of(tmp_path: Path, text: str, overrides=()) -> str:
 
 def test_the_good_profile_builds(tmp_path):
     t = build(tmp_path, GOOD)
-    assert [e.name for e in t.engines] == ["prefill-0", "prefill-1", "decode-0", "decode-1"]
+    assert [e.name for e in t.cluster.engines] == ["prefill-0", "prefill-1", "decode-0", "decode-1"]
     assert t.cfg.layout == "pd"
 
 
@@ -131,7 +131,7 @@ def test_every_preset_parses_and_builds(tmp_path, name):
     assert spec.kind == "sim" and find_adapter(name).is_file()
     cfg = parse_cluster(spec.params, spec.source)
     t = SimTarget(spec, RunContext(0, tmp_path, EventLog(tmp_path)))
-    assert len(t.engines) == sum(p.instances for p in cfg.pools)
+    assert len(t.cluster.engines) == sum(p.instances for p in cfg.pools)
 
 
 def test_dp_attention_multiplies_mla_kv_capacity(tmp_path):
@@ -141,7 +141,7 @@ def test_dp_attention_multiplies_mla_kv_capacity(tmp_path):
     text = text.replace('gpu = "H100"', 'gpu = "H200"\ntp = 8')
     plain = build(tmp_path, text)
     dp = build(tmp_path, text, ["pools.decode.dp_attention=true"])
-    assert plain.engines[2].kv_total > 0
+    assert plain.cluster.engines[2].kv_total > 0
     # (each capacity is rounded down to whole 16-token blocks, so 8x agrees within 8 blocks)
-    assert abs(dp.engines[2].kv_total - 8 * plain.engines[2].kv_total) <= 8 * 16
-    assert dp.engines[0].kv_total == plain.engines[0].kv_total  # only the decode pool changed
+    assert abs(dp.cluster.engines[2].kv_total - 8 * plain.cluster.engines[2].kv_total) <= 8 * 16
+    assert dp.cluster.engines[0].kv_total == plain.cluster.engines[0].kv_total  # only the decode pool changed

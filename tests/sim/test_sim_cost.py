@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from kvbench.config import ConfigError
 from kvbench.sim import spec
-from kvbench.sim.cost import CostModel, cost_model
-from kvbench.sim.cost_runs import floor_sum
+from kvbench.sim.cost.config import cost_model
+from kvbench.sim.cost.roofline import CostModel
+from kvbench.sim.cost.runs import floor_sum
 
 KiB = 1024
 

@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvbench.config import ConfigError
-from kvbench.sim.cost import ProfileCost, cost_model
+from kvbench.sim.cost.config import cost_model
+from kvbench.sim.cost.profile import ProfileCost
+from kvbench.sim.spec_decode import verify_step_ns
 
 PROFILE = """prefill_tokens,context_tokens,batch,kv_tokens,time_ms
 100,0,0,0,10
@@ -90,8 +92,6 @@ def test_missing_profile_file(tmp_path: Path) -> None:
 
 
 def test_profile_verify_step(prof: ProfileCost) -> None:
-    from kvbench.sim.spec_decode import verify_step_ns
-
     # batch 2 verifying k=3 (4 tokens each) at 2000 KV: intercept of batch 8 (6 ms, the GEMMs of 8 tokens) plus
     # the KV slope of batch 2 (1000 - 500/7 = 928.57 ns/token) * 2000 = 1,857,142.9 -> 7,857,142 (+-1)
     assert abs(verify_step_ns(prof, 2, 2000, 3) - 7_857_142) <= 1

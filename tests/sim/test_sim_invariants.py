@@ -96,15 +96,17 @@ def run_checked(params: dict, reqs: list[Request], seed: int = 0) -> list[Event]
     target = SimTarget(TargetSpec("sim", "t", params, ""), RunContext(seed, __import__("pathlib").Path(d), EventLog(d)))
     for r in reqs:
         target.submit(r, r.arrival_ns)
-    tiers = [t for ts in target.node_tiers.values() for t in ts.values()] + ([target.pool] if target.pool else [])
+    tiers = [t for ts in target.cluster.node_tiers.values() for t in ts.values()] + (
+        [target.cluster.pool] if target.cluster.pool else []
+    )
     events: list[Event] = []
 
     def emit(ev):
         events.append(Event(*ev))
         for tier in tiers:
             assert len(tier) <= tier.capacity_blocks, tier.name
-        for e in target.engines:
-            cached = len(e.hbm) * e.pbt if e.hbm is not None else 0
+        for e in target.cluster.engines:
+            cached = len(e.hbm) * e.prefix_block_tokens if e.hbm is not None else 0
             assert 0 <= e.kv_used and e.kv_used + cached <= e.kv_total, (e.name, e.kv_used, cached, e.kv_total)
 
     target.run(emit)

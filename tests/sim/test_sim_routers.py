@@ -19,18 +19,18 @@ def test_cache_aware_prefers_the_worker_holding_the_prefix_and_rebalances():
     t = _target(colocated(3, router={"name": "cache_aware"}))
     st = RouterState(t.cfg.params(), 0)
     a = Job(Request(0, 0, 2048, 1, (1, 2, 3, 4)))
-    first, _ = ROUTERS["cache_aware"](t, a, st)
+    first, _ = ROUTERS["cache_aware"](t.cluster, a, st)
     # nothing routed yet: no match above 0.3 -> the worker with the smallest tree (all empty: colocated-0)
     assert first.name == "colocated-0"
     # same 4-block prefix + 1 new block: match 4/5 = 0.8 > 0.3 -> colocated-0 again, even if others are equal
     b = Job(Request(1, 0, 2560, 1, (1, 2, 3, 4, 5)))
-    assert ROUTERS["cache_aware"](t, b, st)[0].name == "colocated-0"
+    assert ROUTERS["cache_aware"](t.cluster, b, st)[0].name == "colocated-0"
     # a different prefix (match 0) -> the smallest tree, now colocated-1
     c = Job(Request(2, 0, 512, 1, (9,)))
-    assert ROUTERS["cache_aware"](t, c, st)[0].name == "colocated-1"
+    assert ROUTERS["cache_aware"](t.cluster, c, st)[0].name == "colocated-1"
     # imbalance: 70 requests waiting on colocated-0 (70 - 0 > 64 and 70 > 1.5 x 0) -> shortest queue wins
-    t.engines[0].waiting.extend(Job(Request(100 + i, 0, 10, 1)) for i in range(70))
-    assert ROUTERS["cache_aware"](t, b, st)[0].name in ("colocated-1", "colocated-2")
+    t.cluster.engines[0].waiting.extend(Job(Request(100 + i, 0, 10, 1)) for i in range(70))
+    assert ROUTERS["cache_aware"](t.cluster, b, st)[0].name in ("colocated-1", "colocated-2")
 
 
 def test_kv_router_weighs_host_hits_at_three_quarters():
@@ -43,18 +43,18 @@ def test_kv_router_weighs_host_hits_at_three_quarters():
             gpus_per_node=1,
         )
     )
-    p0, p1 = t.first
+    p0, p1 = t.cluster.first
     hashes = tuple(range(8))
     # prefill-0 holds the first 4 blocks in HBM; prefill-1's node holds all 8 in DRAM
     p0.hbm.capacity_blocks = 100
     p0.hbm.insert(hashes[:4])
-    t.node_tiers[p1.node]["dram"].insert(hashes)
+    t.cluster.node_tiers[p1.node]["dram"].insert(hashes)
     job = Job(Request(0, 0, 8 * 512, 1, hashes))
     # cost = 1.0 x max(0 + 8 - overlap, 0) + 0: prefill-0 overlap 4 -> cost 4; prefill-1 overlap 0.75 x 8 = 6 -> 2
-    assert ROUTERS["kv_router"](t, job, RouterState(t.cfg.params(), 0))[0] is p1
+    assert ROUTERS["kv_router"](t.cluster, job, RouterState(t.cfg.params(), 0))[0] is p1
     # with 1,500 tokens already queued on prefill-1 (2.93 blocks): cost 4.93 > 4 -> prefill-0
     p1.queued_tokens = 1500
-    assert ROUTERS["kv_router"](t, job, RouterState(t.cfg.params(), 0))[0] is p0
+    assert ROUTERS["kv_router"](t.cluster, job, RouterState(t.cfg.params(), 0))[0] is p0
 
 
 def test_cpd_sends_cold_prompts_to_pre_prefill_and_warm_ones_to_prefill():

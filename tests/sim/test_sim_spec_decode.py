@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvbench.sim import spec
-from kvbench.sim.cost import CostModel
+from kvbench.sim.cost.roofline import CostModel
 from kvbench.sim.spec_decode import (
     draft_message_ns,
     expected_tokens_per_step,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from support.sim_helpers import by_kind, colocated, pd, run_sim
 
 from kvbench.records import Event, Request
-from kvbench.sim.cost import cost_model
+from kvbench.sim.cost.config import cost_model
 from kvbench.sim.spec import link
 from kvbench.sim.transfer import exposed_ns
 
@@ -104,7 +104,7 @@ def test_kv_exhaustion_preempts_and_recomputes():
     params = colocated(prefix_caching=False)
     params["pools"]["main"]["gpu"] = gpu
     events, _, target = run_sim(params, [Request(0, 0, 300, 400), Request(1, 0, 300, 400)])
-    assert target.engines[0].kv_total == 1056  # 66 blocks x 16 tokens
+    assert target.cluster.engines[0].kv_total == 1056  # 66 blocks x 16 tokens
     kinds = [e.kind for e in events if e.req_id == 1]
     assert "PREEMPT" in kinds and kinds.count("PREFILL_START") == 2
     assert [e.tokens for e in events if e.kind == "FINISH"] == [400, 400]
@@ -134,8 +134,8 @@ def test_long_prompt_split_across_prefill_instances_is_faster():
 def _with_dram_blocks(link, hbm_blocks=()):
     params = colocated(tiers={"dram": {"capacity_tokens": "1M", "link": link}})
     _, _, t = run_sim(params, [])
-    t.node_tiers[0]["dram"].insert([1, 2, 3])
-    hbm = t.engines[0].hbm
+    t.cluster.node_tiers[0]["dram"].insert([1, 2, 3])
+    hbm = t.cluster.engines[0].hbm
     hbm.capacity_blocks = 100
     hbm.insert(hbm_blocks)
     t.submit(Request(0, 0, 2048, 2, (1, 2, 3, 4)), 0)

@@ -70,7 +70,7 @@ def _real_sum(n: float, a: float, s: float, const: float) -> float:
     return (n * a + s * n * (n - 1) / 2) / S + n * const
 
 
-def _real_run(n: int, lines: Lines, i0: float) -> float:
+def _real_run(n: float, lines: Lines, i0: float) -> float:
     a1, s1, a2, s2, const = lines
     if n <= i0:
         return _real_sum(n, a1, s1, const)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import bisect
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 
 from kvbench.config import ConfigError
-from kvbench.sim.cost import CostModel
-from kvbench.sim.cost_runs import SHIFT, Lines, S, run_sum, run_within
+from kvbench.sim.cost.roofline import CostModel
+from kvbench.sim.cost.runs import SHIFT, Lines, S, run_sum, run_within
 from kvbench.units import ms_to_ns
 
 COLUMNS = ("prefill_tokens", "context_tokens", "batch", "kv_tokens", "time_ms")
@@ -75,28 +76,39 @@ def _read_rows(path: Path, where: str) -> list[tuple[int, int, int, int, float]]
 class ProfileCost:
     """Same step-time methods as CostModel, interpolated from a measured profile (see the module docstring)."""
 
-    __slots__ = ("roofline", "model", "gpu", "tp", "_pn", "_pt", "_q", "_db", "_da", "_ds")
+    __slots__ = (
+        "roofline",
+        "model",
+        "gpu",
+        "tp",
+        "_prefill_tokens",  # prompt lengths of the context-free prefill rows, ascending
+        "_prefill_ns",  # their measured times
+        "_context_slope",  # ns per (new token x cached context token)
+        "_decode_batches",  # measured decode batch sizes, ascending
+        "_decode_base",  # per batch size: ns of a step at zero KV (the line's intercept)
+        "_decode_slope",  # per batch size: ns per KV token in the batch
+    )
 
     def __init__(
         self,
         roofline: CostModel,
-        prefill: list[tuple[int, int, float]],
-        decode: list[tuple[int, int, float]],
+        prefill: Sequence[tuple[int, int, float]],
+        decode: Sequence[tuple[int, int, float]],
         where: str,
     ) -> None:
         self.roofline, self.model, self.gpu, self.tp = roofline, roofline.model, roofline.gpu, roofline.tp
         base = sorted((n, t) for n, c, t in prefill if c == 0)
         if not base or not decode:
             raise ConfigError(f"{where}: profile needs prefill rows with context_tokens = 0 and decode rows")
-        self._pn, self._pt = [float(n) for n, _ in base], [t for _, t in base]
-        extra = [(n * c, t - _interp(self._pn, self._pt, n)) for n, c, t in prefill if c > 0]
-        self._q = max(0.0, sum(x * y for x, y in extra) / sum(x * x for x, _ in extra)) if extra else 0.0
+        self._prefill_tokens, self._prefill_ns = [float(n) for n, _ in base], [t for _, t in base]
+        extra = [(n * c, t - _interp(self._prefill_tokens, self._prefill_ns, n)) for n, c, t in prefill if c > 0]
+        self._context_slope = max(0.0, sum(x * y for x, y in extra) / sum(x * x for x, _ in extra)) if extra else 0.0
         by_batch: dict[int, list[tuple[float, float]]] = {}
         for b, k, t in decode:
             by_batch.setdefault(b, []).append((k, t))
-        self._db = [float(b) for b in sorted(by_batch)]
+        self._decode_batches = [float(b) for b in sorted(by_batch)]
         fits = [_line(by_batch[b]) for b in sorted(by_batch)]
-        self._da, self._ds = [a for a, _ in fits], [s for _, s in fits]
+        self._decode_base, self._decode_slope = [a for a, _ in fits], [s for _, s in fits]
 
     @classmethod
     def load(cls, path: str | Path, roofline: CostModel, where: str) -> ProfileCost:
@@ -107,14 +119,17 @@ class ProfileCost:
 
     def _decode_coef(self, batch: int) -> tuple[int, int]:
         """Fixed-point (intercept, slope per KV token) of a decode step of `batch`; every step costs >= 1 ns."""
-        a = _interp(self._db, self._da, batch)
-        s = _interp(self._db, self._ds, batch)
+        a = _interp(self._decode_batches, self._decode_base, batch)
+        s = _interp(self._decode_batches, self._decode_slope, batch)
         return max(S, round(a * S)), max(0, round(s * S))
 
     def prefill_ns(self, new_tokens: int, context_tokens: int = 0) -> int:
         if new_tokens <= 0:
             return 0
-        t = _interp(self._pn, self._pt, new_tokens) + self._q * new_tokens * context_tokens
+        t = (
+            _interp(self._prefill_tokens, self._prefill_ns, new_tokens)
+            + self._context_slope * new_tokens * context_tokens
+        )
         return max(1, int(t))
 
     def decode_step_ns(self, batch: int, kv_tokens: int) -> int:
@@ -130,7 +145,7 @@ class ProfileCost:
         return self.prefill_ns(prefill_tokens + batch, prefill_context) + (slope * kv_tokens >> SHIFT)
 
     def decode_lines(self, batch: int, kv_tokens: int, q: int = 1, growth: int | None = None) -> Lines:
-        """The run as `lines` (kvbench.sim.cost.run_sum): one line, a + s*(kv_tokens + growth*i). A verify step
+        """The run as `lines` (kvbench.sim.cost.runs.run_sum): one line, a + s*(kv_tokens + growth*i). A verify step
         of q tokens per request costs like a decode step of batch*q requests (the GEMMs) with the KV slope of
         `batch` requests (each reads its context once)."""
         a = self._decode_coef(batch * q)[0]

@@ -29,16 +29,19 @@ closed form (floor sums), to the sum of the single steps: the engine advances wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvbench.config import ConfigError
-from kvbench.sim.cost_runs import SHIFT, Lines, S, run_sum, run_within
-from kvbench.sim.spec import GpuSpec, LinkSpec, ModelSpec, gpu_from, link_from, model_from
-from kvbench.sim.spec import gpu as spec_gpu
+from kvbench.sim.cost.runs import SHIFT, Lines, S, run_sum, run_within
+from kvbench.sim.spec import GpuSpec, LinkSpec, ModelSpec
 from kvbench.sim.spec import link as spec_link
-from kvbench.sim.spec import model as spec_model
+from kvbench.units import bytes_to_gb, ns_at_rate
+
+
+def _derived() -> Any:
+    """A coefficient computed in __post_init__: not an argument, not compared, not shown."""
+    return field(init=False, repr=False, compare=False)
 
 
 def default_allreduce_link(g: GpuSpec) -> LinkSpec:
@@ -56,38 +59,50 @@ class CostModel:
     allreduce_link: LinkSpec | None = None  # None: NVLink of the GPU's generation when tp > 1
     mem_fraction: float = 0.9  # share of HBM for weights + KV; the rest is the activation reserve
     dp_attention: bool = False  # attention data-parallel over the tp ranks: KV held once per rank, not split
+    # Derived coefficients, in fixed-point units (S per ns) unless named *_ns; set by __post_init__.
+    _compute_per_token: int = _derived()  # 2 x active params FLOPs per new token
+    _compute_per_pair: int = _derived()  # attention FLOPs per (query, key) pair
+    _weights_per_token: int = _derived()  # weight bytes one token touches (MoE: its active experts)
+    _weights_all: int = _derived()  # every weight byte: a step reads each at most once
+    _kv_per_token: int = _derived()  # HBM bytes of one KV token read or written, on one GPU
+    _allreduce_per_token: int = _derived()  # the step's all-reduces, per token in the step
+    _kv_split: int = _derived()  # GPUs that split one token's KV (kv_div in the module docstring)
+    _fixed_ns: int = _derived()  # per-step overheads plus the all-reduce latency
 
     def __post_init__(self) -> None:
         m, g, tp = self.model, self.gpu, self.tp
         if tp < 1 or m.n_heads % tp:
             raise ConfigError(f"CostModel: tp = {tp} must divide n_heads = {m.n_heads} of {m.name}")
         ar = self.allreduce_link or default_allreduce_link(g)
-        flop_units = S * 1e9 / (g.flops_per_s * g.mfu * tp)  # fixed-point units per FLOP on one GPU
-        byte_units = S * 1e9 / (g.hbm_bytes_per_s * g.mbu)  # fixed-point units per HBM byte on one GPU
-        kv_div = tp if self.dp_attention else min(tp, m.n_kv_heads)
+        flop_units = ns_at_rate(S, g.flops_per_s * g.mfu * tp)  # fixed-point units per FLOP on one GPU
+        byte_units = ns_at_rate(S, g.hbm_bytes_per_s * g.mbu)  # fixed-point units per HBM byte on one GPU
+        kv_split = tp if self.dp_attention else min(tp, m.n_kv_heads)
         ar_ns = 0 if tp == 1 else 2 * m.n_layers * ar.alpha_ns
         ar_tok = (
-            0.0 if tp == 1 else (2 * m.n_layers * 2 * (tp - 1) / tp * m.hidden * 2 * 1e9 / ar.effective_bytes_per_s)
+            0.0 if tp == 1 else ns_at_rate(2 * m.n_layers * 2 * (tp - 1) / tp * m.hidden * 2, ar.effective_bytes_per_s)
         )
-        setattr_ = object.__setattr__
-        setattr_(self, "_ct", round(flop_units * 2 * m.active_params))  # per new token
-        setattr_(self, "_cp", round(flop_units * m.attn_flops_per_pair()))  # per attention pair
         weight_units = byte_units * m.bytes_per_param / tp
-        setattr_(self, "_cwa", round(weight_units * m.active_params))  # weights touched per token (MoE)
-        setattr_(self, "_cwt", round(weight_units * m.params))  # all weights, read at most once per step
-        setattr_(self, "_ck", round(byte_units * m.kv_bytes_per_token() / kv_div))  # per KV token touched
-        setattr_(self, "_ar", round(ar_tok * S))  # all-reduce per token in the step
-        setattr_(self, "_kv_div", kv_div)
-        setattr_(self, "_const", g.step_overhead_ns + m.n_layers * g.layer_overhead_ns + ar_ns)
+        derived = {
+            "_compute_per_token": round(flop_units * 2 * m.active_params),
+            "_compute_per_pair": round(flop_units * m.attn_flops_per_pair()),
+            "_weights_per_token": round(weight_units * m.active_params),
+            "_weights_all": round(weight_units * m.params),
+            "_kv_per_token": round(byte_units * m.kv_bytes_per_token() / kv_split),
+            "_allreduce_per_token": round(ar_tok * S),
+            "_kv_split": kv_split,
+            "_fixed_ns": g.step_overhead_ns + m.n_layers * g.layer_overhead_ns + ar_ns,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)  # frozen: derived once, here
 
     # --- single steps (written out, not shared, because the engine calls them in its hot loop) ---------------
     def _step(self, tokens: int, pairs: int, kv: int) -> int:
-        c = self._ct * tokens + self._cp * pairs
-        w = self._cwa * tokens
-        if w > self._cwt:
-            w = self._cwt
-        mem = w + self._ck * kv
-        return ((c if c > mem else mem) + self._ar * tokens >> SHIFT) + self._const
+        c = self._compute_per_token * tokens + self._compute_per_pair * pairs
+        w = self._weights_per_token * tokens
+        if w > self._weights_all:
+            w = self._weights_all
+        mem = w + self._kv_per_token * kv
+        return ((c if c > mem else mem) + self._allreduce_per_token * tokens >> SHIFT) + self._fixed_ns
 
     def prefill_ns(self, new_tokens: int, context_tokens: int = 0) -> int:
         """Compute `new_tokens` after `context_tokens` already in KV (a whole prompt or one chunk of it)."""
@@ -101,12 +116,12 @@ class CostModel:
         if batch <= 0:
             return 0
         k = kv_tokens + batch
-        c = self._ct * batch + self._cp * k
-        w = self._cwa * batch
-        if w > self._cwt:
-            w = self._cwt
-        mem = w + self._ck * k
-        return ((c if c > mem else mem) + self._ar * batch >> SHIFT) + self._const
+        c = self._compute_per_token * batch + self._compute_per_pair * k
+        w = self._weights_per_token * batch
+        if w > self._weights_all:
+            w = self._weights_all
+        mem = w + self._kv_per_token * k
+        return ((c if c > mem else mem) + self._allreduce_per_token * batch >> SHIFT) + self._fixed_ns
 
     def step_ns(self, prefill_tokens: int, prefill_context: int, batch: int, kv_tokens: int) -> int:
         """A mixed step: a prefill chunk (after prefill_context cached tokens) plus `batch` decoding requests."""
@@ -127,14 +142,14 @@ class CostModel:
         q = k+1 a speculative verify step) while the KV grows by `growth` per step (default: batch)."""
         tokens = batch * q
         g = batch if growth is None else growth
-        w = self._cwa * tokens
-        if w > self._cwt:
-            w = self._cwt
-        ar = self._ar * tokens
-        ac = self._ct * tokens + self._cp * (q * kv_tokens + tokens * (q + 1) // 2) + ar
-        am = w + self._ck * (kv_tokens + tokens) + ar
-        sc, sm = self._cp * q * g, self._ck * g
-        return (ac, sc, am, sm, self._const) if sc <= sm else (am, sm, ac, sc, self._const)
+        w = self._weights_per_token * tokens
+        if w > self._weights_all:
+            w = self._weights_all
+        ar = self._allreduce_per_token * tokens
+        ac = self._compute_per_token * tokens + self._compute_per_pair * (q * kv_tokens + tokens * (q + 1) // 2) + ar
+        am = w + self._kv_per_token * (kv_tokens + tokens) + ar
+        sc, sm = self._compute_per_pair * q * g, self._kv_per_token * g
+        return (ac, sc, am, sm, self._fixed_ns) if sc <= sm else (am, sm, ac, sc, self._fixed_ns)
 
     def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:
         """n consecutive decode steps, KV growing by `batch` per step; == sum of decode_step_ns, in O(log).
@@ -142,14 +157,14 @@ class CostModel:
         decode_lines(batch, kv_tokens) with q = 1 written out (the engine's hot path: one call per decode run)."""
         if batch <= 0 or n_steps <= 0:
             return 0
-        w = self._cwa * batch
-        if w > self._cwt:
-            w = self._cwt
-        ar = self._ar * batch
-        ac = self._ct * batch + self._cp * (kv_tokens + batch) + ar
-        am = w + self._ck * (kv_tokens + batch) + ar
-        sc, sm = self._cp * batch, self._ck * batch
-        return run_sum(n_steps, (ac, sc, am, sm, self._const) if sc <= sm else (am, sm, ac, sc, self._const))
+        w = self._weights_per_token * batch
+        if w > self._weights_all:
+            w = self._weights_all
+        ar = self._allreduce_per_token * batch
+        ac = self._compute_per_token * batch + self._compute_per_pair * (kv_tokens + batch) + ar
+        am = w + self._kv_per_token * (kv_tokens + batch) + ar
+        sc, sm = self._compute_per_pair * batch, self._kv_per_token * batch
+        return run_sum(n_steps, (ac, sc, am, sm, self._fixed_ns) if sc <= sm else (am, sm, ac, sc, self._fixed_ns))
 
     def decode_steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
         """Largest n with decode_run_ns(batch, kv_tokens, n) <= budget_ns (0 when batch is empty)."""
@@ -166,97 +181,13 @@ class CostModel:
 
     def kv_bytes_per_token_instance(self) -> float:
         """HBM one token's KV occupies across the instance (replicated where TP cannot split it)."""
-        return self.model.kv_bytes_per_token() * self.tp / self._kv_div
+        return self.model.kv_bytes_per_token() * self.tp / self._kv_split
 
     def kv_capacity_tokens(self) -> int:
         if self.exceeds_hbm():
-            gb = 1e9
             raise ConfigError(
-                f"model {self.model.name} ({self.model.weight_bytes() / gb:.1f} GB of weights) does not fit in "
-                f"tp={self.tp} x {self.gpu.name} ({self.usable_bytes() / gb:.1f} GB usable at mem_fraction="
+                f"model {self.model.name} ({bytes_to_gb(self.model.weight_bytes()):.1f} GB of weights) does not fit in "
+                f"tp={self.tp} x {self.gpu.name} ({bytes_to_gb(self.usable_bytes()):.1f} GB usable at mem_fraction="
                 f"{self.mem_fraction}); raise tp or pick a larger GPU"
             )
         return int((self.usable_bytes() - self.model.weight_bytes()) // self.kv_bytes_per_token_instance())
-
-
-# Keys of a pool table that configure its cost model; the caller rejects keys outside COST_KEYS | its own keys.
-COST_KEYS = frozenset(
-    {
-        "model",
-        "gpu",
-        "tp",
-        "gpus_per_node",
-        "mfu",
-        "mbu",
-        "step_overhead_ns",
-        "layer_overhead_ns",
-        "mem_fraction",
-        "dp_attention",
-        "allreduce_link",
-        "profile",
-    }
-)
-_GPU_OVERRIDES = ("mfu", "mbu", "step_overhead_ns", "layer_overhead_ns")
-
-
-def _named_or_table(cfg: dict, key: str, where: str, lookup: Callable, build: Callable) -> Any:
-    """A catalog name (`gpu = "H100"`) or an inline table with the spec's fields (`gpu = {flops_per_s = ...}`)."""
-    value = cfg[key]
-    if isinstance(value, dict):
-        return build(value, f"{where} key {key!r}")
-    if not isinstance(value, str):
-        raise ConfigError(f"{where}: key {key!r}: expected a catalog name or a table, got {value!r}")
-    return lookup(value, f"{where} key {key!r}")
-
-
-def _check_tp(m: ModelSpec, tp: Any, per_node: Any, where: str) -> None:
-    if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1:
-        raise ConfigError(f"{where}: key 'gpus_per_node' = {per_node!r}: expected a whole number >= 1")
-    allowed = [d for d in range(1, per_node + 1) if m.n_heads % d == 0]
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp not in allowed:
-        why = (
-            f"exceeds gpus_per_node = {per_node}"
-            if isinstance(tp, int) and tp > per_node
-            else f"must divide n_heads = {m.n_heads} of {m.name}"
-        )
-        raise ConfigError(f"{where}: key 'tp' = {tp!r} {why}; allowed: {', '.join(map(str, allowed))}")
-
-
-def cost_model(cfg: dict, where: str) -> Any:
-    """CostModel (or ProfileCost when `profile` names a CSV) from a pool table; see COST_KEYS. Errors name `where`."""
-    for key in ("model", "gpu"):
-        if key not in cfg:
-            raise ConfigError(f'{where}: missing key {key!r} (e.g. model = "Llama-3.1-8B", gpu = "H100")')
-    m = _named_or_table(cfg, "model", where, spec_model, model_from)
-    g = _named_or_table(cfg, "gpu", where, spec_gpu, gpu_from)
-    if any(k in cfg for k in _GPU_OVERRIDES):
-        base = {f: getattr(g, f) for f in ("flops_per_s", "hbm_bytes", "hbm_bytes_per_s") + _GPU_OVERRIDES}
-        g = gpu_from({**base, **{k: cfg[k] for k in _GPU_OVERRIDES if k in cfg}}, where, g.name)
-    tp = cfg.get("tp", 1)
-    _check_tp(m, tp, cfg.get("gpus_per_node", 8), where)
-    frac = cfg.get("mem_fraction", 0.9)
-    if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
-        raise ConfigError(f"{where}: key 'mem_fraction' = {frac!r}: expected a number in (0, 1]")
-    dp = cfg.get("dp_attention", False)
-    if not isinstance(dp, bool):
-        raise ConfigError(f"{where}: key 'dp_attention' = {dp!r}: expected true or false")
-    ar = _named_or_table(cfg, "allreduce_link", where, spec_link, link_from) if "allreduce_link" in cfg else None
-    cm = CostModel(m, g, tp, ar, float(frac), dp)
-    try:
-        cm.kv_capacity_tokens()
-    except ConfigError as e:
-        raise ConfigError(f"{where}: keys 'model'/'gpu'/'tp': {e}") from None
-    if "profile" in cfg:
-        from kvbench.sim.cost_profile import ProfileCost
-
-        return ProfileCost.load(cfg["profile"], cm, f"{where} key 'profile'")
-    return cm
-
-
-def __getattr__(name: str) -> Any:
-    # ProfileCost lives in cost_profile.py (which imports this module); re-exported lazily to avoid the cycle.
-    if name == "ProfileCost":
-        from kvbench.sim.cost_profile import ProfileCost
-
-        return ProfileCost
-    raise AttributeError(name)

@@ -8,90 +8,110 @@ A run is cut short (at the end of the step in flight) when new work arrives that
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from heapq import heappop, heappush
+from typing import Protocol
 
 from kvbench.records import PREFILL_START
+from kvbench.sim.cluster import PoolCfg
 from kvbench.sim.job import DECODE, HANDOFF, PREFILL, WAITING, Job
+from kvbench.sim.kvcache import Tier
+from kvbench.sim.loop import Loop
+from kvbench.sim.pricer import StepPricer
+from kvbench.sim.rows import AppendStep, EmitRow
+
+# Called when a job leaves the decode batch at a step boundary: (job, decode steps it still needs, t_ns).
+Detached = Callable[[Job, int, int], None]
+
+
+class EngineHost(Protocol):
+    """What an engine sees of the simulator: the event sink and the request lifecycle's four callbacks."""
+
+    emit: EmitRow
+
+    def prefill_done(self, e: Engine, job: Job, t: int) -> None: ...
+
+    def decode_done(self, e: Engine, job: Job, t: int) -> None: ...
+
+    def preempted(self, e: Engine, job: Job, t: int) -> None: ...
+
+    def incoming_ready(self, e: Engine, job: Job, t: int) -> None: ...
+
+
+class RunningStep:
+    """The batch step, or run of identical decode steps, an engine has in flight (one record per engine, reused)."""
+
+    __slots__ = ("t0_ns", "n_steps", "batch", "kv_tokens", "chunks", "prefill_tokens", "kv_blocks")
+
+    def __init__(self) -> None:
+        self.t0_ns = 0  # when it started
+        self.n_steps = 0  # decode steps in the run (1 for a step that carries prefill)
+        self.batch = 0  # decoding requests in it
+        self.kv_tokens = 0  # KV tokens of the decode batch when it started
+        self.chunks: list[tuple[Job, int]] | tuple[()] = ()  # (job, prefill tokens) computed in the step
+        self.prefill_tokens = 0  # sum of the chunks
+        self.kv_blocks = 0  # KV blocks in use when it started
 
 
 class Engine:
-    __slots__ = (
-        "name",
-        "role",
-        "node",
-        "sim",
-        "loop",
-        "pricer",
-        "hbm",
-        "pbt",
-        "rows",
-        "budget",
-        "cap",
-        "chunked",
-        "bs",
-        "kv_total",
-        "blocks_total",
-        "waiting",
-        "prefilling",
-        "running",
-        "dheap",
-        "B",
-        "steps",
-        "kv_used",
-        "kv_dec",
-        "busy",
-        "hold",
-        "version",
-        "r_t0",
-        "r_n",
-        "r_B",
-        "r_K",
-        "r_chunks",
-        "r_P",
-        "r_blocks",
-        "incoming",
-        "queued_tokens",
-        "seq",
-        "tok",
-        "index",
-        "joining",
-        "watermark",
-        "leaving",
-        "tps",
-        "end_cb",
-    )
+    """One engine instance's queues, KV accounting and batch steps; it calls its host back as requests move on."""
 
-    def __init__(self, name: str, role: str, node: int, pool, kv_tokens: int, pricer, sim, hbm, rows, index: int):
-        self.name, self.role, self.node, self.sim, self.index = name, role, node, sim, index
-        self.loop = sim.loop
+    # fmt: off
+    __slots__ = (
+        "name", "role", "node", "index", "host", "loop", "pricer", "hbm", "rows", "end_cb",  # identity and wiring
+        "token_budget", "max_running", "chunked", "block_tokens", "prefix_block_tokens",  # the pool's settings
+        "kv_per_step", "tokens_per_step", "kv_total", "blocks_total", "watermark",  # derived sizes
+        "waiting", "prefilling", "running", "incoming", "joining", "leaving", "queued_tokens",  # jobs here
+        "decode_heap", "batch", "steps", "seq", "kv_used", "kv_batch",  # the decode batch and the KV in use
+        "busy", "hold", "version", "current",  # the step in flight
+    )
+    # fmt: on
+
+    def __init__(
+        self,
+        name: str,
+        role: str,
+        node: int,
+        pool: PoolCfg,
+        kv_tokens: int,
+        pricer: StepPricer,
+        host: EngineHost,
+        loop: Loop,
+        prefix_block_tokens: int,
+        hbm: Tier | None,
+        rows: AppendStep,
+        index: int,
+    ) -> None:
+        self.name, self.role, self.node, self.host, self.index = name, role, node, host, index
+        self.loop = loop
         self.pricer = pricer  # prices steps and runs (plain or speculative decoding)
-        self.tok = pricer.kv_per_step  # KV tokens each decode step adds per request
-        self.tps = pricer.tokens_per_step  # tokens computed per request per decode step (the steps table's count)
+        self.kv_per_step = pricer.kv_per_step  # KV tokens each decode step adds per request
+        self.tokens_per_step = pricer.tokens_per_step  # tokens computed per request per decode step (steps table)
         self.hbm = hbm  # prefix-cache Tier living in the free part of this engine's KV, or None
-        self.pbt = sim.cfg.prefix_block_tokens
+        self.prefix_block_tokens = prefix_block_tokens
         self.rows = rows  # appends one row to the steps table
-        self.budget, self.cap, self.chunked = pool.token_budget, pool.max_running, pool.chunked_prefill
-        self.bs = pool.block_tokens
-        self.blocks_total = kv_tokens // self.bs
-        self.kv_total = self.blocks_total * self.bs
+        self.token_budget, self.max_running, self.chunked = pool.token_budget, pool.max_running, pool.chunked_prefill
+        self.block_tokens = pool.block_tokens
+        self.blocks_total = kv_tokens // self.block_tokens
+        self.kv_total = self.blocks_total * self.block_tokens
         self.waiting: deque[Job] = deque()  # routed, not admitted (needs prefill)
         self.prefilling: list[Job] = []  # admitted, prefill in progress
         self.running: dict[Job, int] = {}  # admitted job -> KV tokens reserved at admission, admission order
-        self.dheap: list[tuple[int, int, Job]] = []  # (end_step, seq, job) of the decode batch; stale entries skipped
-        self.B = 0  # requests in the decode batch
+        # (end_step, seq, job) of the decode batch; stale entries (jobs that left) are skipped when met
+        self.decode_heap: list[tuple[int, int, Job]] = []
+        self.batch = 0  # requests in the decode batch
         self.steps = 0  # decode steps run so far (the clock jobs' end_step refers to)
         self.kv_used = 0  # KV tokens reserved by admitted jobs
-        self.kv_dec = 0  # KV tokens of the decode batch (what a decode step reads)
+        self.kv_batch = 0  # KV tokens of the decode batch (what a decode step reads)
         self.busy = False
         self.hold = False  # inside a run's completion: kicks wait for the re-plan at its end
         self.version = 0  # bumps when a scheduled run end is superseded (cut short)
-        self.r_t0 = self.r_n = self.r_B = self.r_K = self.r_P = self.r_blocks = 0
-        self.r_chunks: list[tuple[Job, int]] | tuple = ()
+        self.current = RunningStep()  # valid while busy
         self.incoming: deque[Job] = deque()  # decode hand-offs waiting for KV room (their transfer waits too)
         self.queued_tokens = 0  # prefill tokens waiting or in progress (router load signal)
         self.seq = 0
         self.joining: list[tuple[Job, int]] = []  # hand-offs that landed during a run: they join at its end
-        self.leaving: list[tuple[Job, object]] = []  # jobs to take out of the batch at the run's end (migration)
+        self.leaving: list[tuple[Job, Detached]] = []  # jobs to take out of the batch at the run's end (migration)
         self.watermark = self.kv_total // 100  # admissions leave this much KV free (vLLM's 1 % watermark)
         self.end_cb = self._end  # bound once: scheduled at every step
 
@@ -113,7 +133,7 @@ class Engine:
 
     def try_reserve(self, job: Job, tokens: int) -> bool:
         """Reserve KV for a job handed over by another engine (P->D, migration); False if no room or slot."""
-        if self.incoming or not self._fits(tokens) or len(self.running) >= self.cap:
+        if self.incoming or not self._fits(tokens) or len(self.running) >= self.max_running:
             return False
         job.kv = tokens
         self.kv_used += tokens
@@ -135,9 +155,9 @@ class Engine:
         job.state, job.seq = DECODE, seq
         job.join_step = now = self.steps
         job.end_step = end = now + steps
-        self.B += 1
-        self.kv_dec += job.kv
-        heappush(self.dheap, (end, seq, job))
+        self.batch += 1
+        self.kv_batch += job.kv
+        heappush(self.decode_heap, (end, seq, job))
 
     def kick(self, t: int) -> None:
         """New work is here: plan now if idle, or cut a long decode run at the step in flight."""
@@ -145,32 +165,32 @@ class Engine:
             return
         if not self.busy:
             self._plan(t)
-        elif self.r_n > 1 and (self.joining or len(self.running) < self.cap):
+        elif self.current.n_steps > 1 and (self.joining or len(self.running) < self.max_running):
             self._cut(t)
 
     def _cut(self, t: int) -> None:
         """End the decode run in flight at the end of the step running at time t."""
-        B, K = self.r_B, self.r_K
-        n = self.pricer.cut(B, K, t - self.r_t0, self.r_n)
-        if n < self.r_n:
-            self.r_n = n
+        r = self.current
+        n = self.pricer.cut(r.batch, r.kv_tokens, t - r.t0_ns, r.n_steps)
+        if n < r.n_steps:
+            r.n_steps = n
             self.version = v = self.version + 1
-            self.loop.at(self.r_t0 + self.pricer.run_ns(B, K, n), self.end_cb, v)
+            self.loop.at(r.t0_ns + self.pricer.run_ns(r.batch, r.kv_tokens, n), self.end_cb, v)
 
     # ---- work leaving
     def leave_decode(self, job: Job) -> int:
         """Take a job out of the decode batch and free its KV; returns the decode steps it still needs."""
         left = job.end_step - self.steps
-        ctx = job.kv + (self.steps - job.join_step) * self.tok
-        self.B -= 1
-        self.kv_dec -= ctx
+        ctx = job.kv + (self.steps - job.join_step) * self.kv_per_step
+        self.batch -= 1
+        self.kv_batch -= ctx
         del self.running[job]
         self.kv_used -= ctx  # what it holds now (its KV grew while decoding), not what it reserved
         job.ctx = ctx
         job.state = WAITING
         return left
 
-    def detach(self, job: Job, done, t: int) -> None:
+    def detach(self, job: Job, done: Detached, t: int) -> None:
         """Take a decoding job out at the next step boundary, then call done(job, steps_left, t) (migration)."""
         if not self.busy and not self.hold:
             done(job, self.leave_decode(job), t)
@@ -178,7 +198,7 @@ class Engine:
             self._plan(t)
             return
         self.leaving.append((job, done))
-        if self.busy and self.r_n > 1:
+        if self.busy and self.current.n_steps > 1:
             self._cut(t)
 
     def release(self, job: Job, t: int) -> None:
@@ -193,7 +213,7 @@ class Engine:
     def cache(self, job: Job) -> None:
         hbm = self.hbm
         if hbm is not None and job.req.hash_ids:
-            hbm.capacity_blocks = (self.kv_total - self.kv_used) // self.pbt
+            hbm.capacity_blocks = (self.kv_total - self.kv_used) // self.prefix_block_tokens
             hbm.insert(job.req.hash_ids)
 
     # ---- KV accounting
@@ -201,41 +221,42 @@ class Engine:
         room = self.kv_total - self.kv_used - tokens
         if room < 0:
             return False
-        if self.hbm is not None:
-            self.hbm.fit(room // self.pbt)  # cached blocks live in free KV: make room by evicting (demoting) them
+        if self.hbm is not None:  # cached blocks live in free KV: make room by evicting (demoting) them
+            self.hbm.fit(room // self.prefix_block_tokens)
         return True
 
-    def _take(self, job: Job, tokens: int) -> None:
+    def take(self, job: Job, tokens: int) -> None:
+        """Reserve `tokens` of KV for an admitted job (no room check: the caller made room)."""
         job.kv = tokens
         self.kv_used += tokens
         self.running[job] = tokens
 
     def _drain_incoming(self, t: int) -> None:
         incoming = self.incoming
-        while incoming and len(self.running) < self.cap:
+        while incoming and len(self.running) < self.max_running:
             job = incoming[0]
             need = job.ctx
             if not self._fits(need):
                 return
             incoming.popleft()
-            self._take(job, need)
-            self.sim.incoming_ready(self, job, t)
+            self.take(job, need)
+            self.host.incoming_ready(self, job, t)
 
     # ---- batching
     def _plan(self, t: int) -> None:
         """Form the next step: prefill chunks within the token budget beside the decode batch, or a decode run."""
         if (self.waiting or self.prefilling) and self._mixed(t):
             return
-        while self.B:
-            B, n = self.B, self._next_finish()
+        while self.batch:
+            B, n = self.batch, self._next_finish()
             free = self.kv_total - self.kv_used
-            room = free // (B * self.tok)
+            room = free // (B * self.kv_per_step)
             if room > 0:
                 if room < n:
                     n = room
                 if self.hbm is not None:  # the run's KV growth takes room from cached blocks first
-                    self.hbm.fit((free - n * B * self.tok) // self.pbt)
-                self._start(t, self.pricer.run_ns(B, self.kv_dec, n), n, B, (), 0)
+                    self.hbm.fit((free - n * B * self.kv_per_step) // self.prefix_block_tokens)
+                self._start(t, self.pricer.run_ns(B, self.kv_batch, n), n, B, (), 0)
                 return
             self._preempt(t)  # KV exhausted: the latest-admitted request is recomputed later
         if self.waiting or self.prefilling:
@@ -249,22 +270,22 @@ class Engine:
         for job, c in chunks:
             P += c
             ctx_w += c * job.ctx
-        B = self.B if self.chunked else 0
-        self._start(t, self.pricer.mixed_ns(P, ctx_w // P, B, self.kv_dec if B else 0), 1, B, chunks, P)
+        B = self.batch if self.chunked else 0
+        self._start(t, self.pricer.mixed_ns(P, ctx_w // P, B, self.kv_batch if B else 0), 1, B, chunks, P)
         return True
 
     def _next_finish(self) -> int:
-        dheap, steps = self.dheap, self.steps
+        dheap, steps = self.decode_heap, self.steps
         while True:
             e, _, job = dheap[0]
-            if job.state == DECODE and job.engine is self and job.end_step == e:
+            if job.state is DECODE and job.engine is self and job.end_step == e:
                 return e - steps if e > steps else 1
             heappop(dheap)
 
     def _chunks(self, t: int) -> list[tuple[Job, int]]:
         if not self.waiting and not self.prefilling:
             return []
-        budget = self.budget - self.B if self.chunked else self.budget
+        budget = self.token_budget - self.batch if self.chunked else self.token_budget
         chunks: list[tuple[Job, int]] = []
         for job in self.prefilling:
             if budget <= 0:
@@ -272,67 +293,57 @@ class Engine:
             c = job.prefill_left if job.prefill_left < budget else budget
             chunks.append((job, c))
             budget -= c
-        waiting, running, emit = self.waiting, self.running, self.sim.emit
-        while waiting and budget > 0 and len(running) < self.cap:
+        waiting, running, emit = self.waiting, self.running, self.host.emit
+        while waiting and budget > 0 and len(running) < self.max_running:
             job = waiting[0]
             need = job.ctx + job.prefill_left - job.base
             if not self.chunked and chunks and job.prefill_left > budget:
                 break
-            if not self._fits(need + self.watermark + self.B * self.tok):
+            if not self._fits(need + self.watermark + self.batch * self.kv_per_step):
                 break
             waiting.popleft()
-            self._take(job, need)
+            self.take(job, need)
             job.state = PREFILL
             self.prefilling.append(job)
-            emit(
-                (
-                    t,
-                    job.rid,
-                    PREFILL_START,
-                    self.name,
-                    job.prefill_left,
-                    job.cached,
-                    None,
-                    None,
-                    "recompute" if job.preempts else None,
-                )
-            )
+            detail = "recompute" if job.preempts else None
+            emit((t, job.rid, PREFILL_START, self.name, job.prefill_left, job.cached, None, None, detail))
             c = job.prefill_left if (job.prefill_left < budget or not self.chunked) else budget
             chunks.append((job, c))
             budget -= c
         return chunks
 
-    def _start(self, t: int, dur: int, n: int, B: int, chunks, P: int) -> None:
+    def _start(self, t: int, dur: int, n: int, B: int, chunks: list[tuple[Job, int]] | tuple[()], P: int) -> None:
         self.busy = True
         self.version = v = self.version + 1
-        self.r_t0, self.r_n, self.r_B, self.r_K, self.r_chunks, self.r_P = t, n, B, self.kv_dec, chunks, P
-        self.r_blocks = -(-self.kv_used // self.bs)
+        r = self.current
+        r.t0_ns, r.n_steps, r.batch, r.kv_tokens, r.chunks, r.prefill_tokens = t, n, B, self.kv_batch, chunks, P
+        r.kv_blocks = -(-self.kv_used // self.block_tokens)
         self.loop.at(t + dur, self.end_cb, v)
 
     def _end(self, t: int, version: int) -> None:
         if version != self.version:
             return  # superseded: the run was cut short and rescheduled
         self.busy, self.hold = False, True
-        n, B, chunks = self.r_n, self.r_B, self.r_chunks
+        r = self.current
+        n, B, chunks = r.n_steps, r.batch, r.chunks
         if B:
             self.steps += n
-            g = B * n * self.tok
+            g = B * n * self.kv_per_step
             self.kv_used += g
-            self.kv_dec += g
-        self.rows(
-            (self.name, self.r_t0, t, n, B + len(chunks), self.r_P, B * self.tps, self.r_blocks, self.blocks_total)
-        )
+            self.kv_batch += g
+        decoded, size = B * self.tokens_per_step, B + len(chunks)
+        self.rows((self.name, r.t0_ns, t, n, size, r.prefill_tokens, decoded, r.kv_blocks, self.blocks_total))
         done = self._advance_prefill(chunks) if chunks else ()
-        if B and self.dheap and self.dheap[0][0] <= self.steps:
+        if B and self.decode_heap and self.decode_heap[0][0] <= self.steps:
             self._finish_decodes(t)
         if done:
-            prefill_done = self.sim.prefill_done
+            prefill_done = self.host.prefill_done
             for job in done:
                 prefill_done(self, job, t)
         if self.leaving:
             leaving, self.leaving = self.leaving, []
             for job, cb in leaving:
-                if job.state == DECODE and job.engine is self:
+                if job.state is DECODE and job.engine is self:
                     cb(job, self.leave_decode(job), t)
         if self.joining:
             joining, self.joining = self.joining, []
@@ -346,14 +357,14 @@ class Engine:
 
     def _finish_decodes(self, t: int) -> None:
         """Jobs whose last token came in this run leave the batch (stale heap entries are dropped)."""
-        dheap, steps, decode_done = self.dheap, self.steps, self.sim.decode_done
+        dheap, steps, decode_done = self.decode_heap, self.steps, self.host.decode_done
         while dheap and dheap[0][0] <= steps:
             e, _, job = heappop(dheap)
-            if job.state == DECODE and job.engine is self and job.end_step == e:
+            if job.state is DECODE and job.engine is self and job.end_step == e:
                 self.leave_decode(job)
                 decode_done(self, job, t)
 
-    def _advance_prefill(self, chunks) -> list[Job]:
+    def _advance_prefill(self, chunks: list[tuple[Job, int]] | tuple[()]) -> list[Job]:
         done = []
         for job, c in chunks:
             job.prefill_left -= c
@@ -377,7 +388,7 @@ class Engine:
     def _preempt(self, t: int) -> None:
         victim = None
         for job in reversed(self.running):
-            if job.state == DECODE:
+            if job.state is DECODE:
                 victim = job
                 break
         if victim is None:
@@ -388,4 +399,4 @@ class Engine:
         victim.preempts += 1
         self.waiting.appendleft(victim)
         self.queued_tokens += victim.prefill_left
-        self.sim.preempted(self, victim, t)
+        self.host.preempted(self, victim, t)
