@@ -48,6 +48,11 @@ CASES = {
         "b.json: metrics.ttft_ms.p50: expected a number or null",
     ),
     "count overflow": (["kv-transfer", "-m", "Llama-3.1-8B", "-n", "1e308"], {}, "is too large"),
+    "a line of 17 MiB of spaces": (
+        ["replay", "--trace", "t.jsonl"],
+        {"t.jsonl": Path(SAMPLE).read_text().splitlines()[0] + "\n" + " " * (17 << 20)},
+        "t.jsonl:2: line longer than 16 MiB",
+    ),
     "a window with no requests": (["replay", "--trace", SAMPLE, "--start", "100000"], {}, "no requests to replay"),
 }
 
