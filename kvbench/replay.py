@@ -197,8 +197,8 @@ class Replayer:
         s = self._sessions.get(req.session_id)
         if s is None:
             s = self._sessions[req.session_id] = _Session()
-        if req.turn == 0 and not s.open and s.last_end_ns is None:
-            s.open = True
+        if not s.open and s.last_end_ns is None:
+            s.open = True  # the first turn seen starts the session, also when a cut dropped the earlier ones
             return True
         if s.open or s.queue:
             s.queue.append(req)

@@ -71,12 +71,15 @@ def blocks_for(tokens: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> int:
     return -(-tokens // block_tokens)
 
 
+MAX_PARSED = 1e18  # counts and sizes above an exabyte are typos, and would overflow int64 columns
+
+
 def parse_count(text: str) -> int:
     """'3M' -> 3_000_000, '10k' -> 10_000, '1.5e6' -> 1_500_000 (decimal suffixes, as token capacities are quoted)."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?)\s*", text.lower())
     if not m:
         raise ValueError(f"expected a count like 3M, 10k or 1500000, got {text!r}")
-    return int(round(float(m.group(1)) * _SUFFIX[m.group(2)]))
+    return _bounded_int(float(m.group(1)) * _SUFFIX[m.group(2)], text)
 
 
 def parse_bytes(text: str) -> int:
@@ -84,7 +87,13 @@ def parse_bytes(text: str) -> int:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]i?b|b)?\s*", text.lower())
     if not m:
         raise ValueError(f"expected a size like 20MB, 1.5GiB or 4096, got {text!r}")
-    return int(round(float(m.group(1)) * _BYTE_SUFFIX[m.group(2) or ""]))
+    return _bounded_int(float(m.group(1)) * _BYTE_SUFFIX[m.group(2) or ""], text)
+
+
+def _bounded_int(value: float, text: str) -> int:
+    if not value <= MAX_PARSED:
+        raise ValueError(f"{text!r} is too large (at most {MAX_PARSED:.0e})")
+    return int(round(value))
 
 
 def fmt_ns(ns: int | float) -> str:

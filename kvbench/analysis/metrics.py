@@ -70,6 +70,9 @@ class Slo:
         return any(v is not None for v in asdict(self).values())
 
 
+MAX_SLO_MS = 1e9  # about 11.6 days: larger thresholds are unit mix-ups
+
+
 def parse_slo(text: str) -> Slo:
     """'ttft=200,tpot=50' -> Slo(ttft_ms=200, tpot_ms=50). Keys ttft, tpot, e2el, tbt; values in ms (also 'ttft:200')."""
     values: dict[str, float] = {}
@@ -84,7 +87,12 @@ def parse_slo(text: str) -> Slo:
             raise ConfigError(f"--slo {text!r}: unknown key {key!r}; allowed: {', '.join(_SLO_KEYS)}")
         if key in values:
             raise ConfigError(f"--slo {text!r}: {key!r} given twice")
-        values[key] = float(m.group(2))
+        value = float(m.group(2))
+        if not 0 < value <= MAX_SLO_MS:
+            raise ConfigError(
+                f"--slo {text!r}: {key}: expected milliseconds > 0 and <= {MAX_SLO_MS:g}, got {m.group(2)}"
+            )
+        values[key] = value
     if not values:
         raise ConfigError(f"--slo {text!r}: no threshold given; expected KEY=MS, e.g. ttft=200,tpot=50")
     return Slo(**{_SLO_KEYS[k]: v for k, v in values.items()})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -141,10 +142,26 @@ def _exit(code: int | str | None) -> NoReturn:
     sys.exit(code)
 
 
+def _usage_line(e: Exception) -> str:
+    """click's error (vendored by typer) as one line: 'replay: Invalid value for --seed: ... (see --help)'."""
+    names, ctx = [], getattr(e, "ctx", None)
+    while ctx is not None and ctx.parent is not None:  # the subcommand path, without the program's own name
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    where = f"{' '.join(reversed(names))}: " if names else ""
+    message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
+    return f"{where}{message} (see --help)"
+
+
+def _is_click_error(e: Exception) -> bool:
+    # typer >= 0.20 vendors click: match its ClickException by shape rather than by a private import path.
+    return hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)
+
+
 def main() -> None:
     stdout, stdout_file = sys.stdout, _stdout_file()
     try:
-        app()
+        code = app(standalone_mode=False)
     except SystemExit as e:
         # Both libraries that print for us turn EPIPE into exit 1 before we can see it. typer's click
         # (typer/core.py _main) wraps sys.stdout in a PacifyFlushWrapper (attribute .wrapped); rich
@@ -162,3 +179,16 @@ def main() -> None:
     except BrokenPipeError:
         _discard_stdout()
         sys.exit(EXIT_OK)
+    except OSError as e:
+        # The file system said no (disk full, a name too long, no permission): one line, never a traceback.
+        print(f"kvbench: error: {e.strerror or e}: {str(e.filename or '')[:200]}", file=sys.stderr)
+        _exit(EXIT_REGRESSION if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) else EXIT_BAD_INPUT)
+    except Exception as e:
+        if not _is_click_error(e):
+            raise
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `kvbench` or a bare command group: show its help
+            print(e.format_message(), file=sys.stderr)  # type: ignore[attr-defined]
+        else:
+            print(f"kvbench: error: {_usage_line(e)}", file=sys.stderr)
+        _exit(e.exit_code)  # type: ignore[attr-defined]
+    _exit(code if isinstance(code, int) else EXIT_OK)

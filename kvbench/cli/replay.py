@@ -43,6 +43,7 @@ def replay_command(
     if rate is not None:
         wl = load.retime_poisson(wl, rate, seed)
     wl = load.shape(wl, time_scale, start, duration, max_requests)
+    load.require_requests(wl)
     spec = resolve(target, overrides)
     if workers != 1:
         from kvbench.http.workers import execute_sharded

@@ -208,8 +208,9 @@ def _tol(r: Rule) -> str:
 
 
 def to_markdown(verdicts: list[Verdict], title: str = "kvbench gate") -> str:
-    """A Markdown table (CI job summary). Names come from the rules file, pipes escaped."""
-    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    """A Markdown table (CI job summary); every name or path in it is escaped as `report --format md` does."""
+    from kvbench.present.render import md_esc as esc
+
     failed = sum(not v.passed for v in verdicts)
     lines = [
         f"### {esc(title)}: {'FAIL' if failed else 'PASS'} ({len(verdicts) - failed}/{len(verdicts)} rules pass)",

@@ -114,10 +114,16 @@ def load(path: str | Path) -> dict[str, Any]:
         doc = json.loads(p.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such file") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: not valid JSON ({e})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ConfigError(f"{p}: not valid JSON ({str(e)[:120]})") from None
     if not isinstance(doc, dict) or doc.get("kvbench_summary") != SUMMARY_VERSION or "metrics" not in doc:
         raise ConfigError(f"{p}: not a kvbench summary.json (version {SUMMARY_VERSION})")
+    metrics = doc["metrics"]
+    if not isinstance(metrics, dict):
+        raise ConfigError(f"{p}: metrics: expected an object of numbers, got {type(metrics).__name__}")
+    for key, value in metrics.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{p}: metrics.{key}: expected a number or null, got {str(value)[:40]!r}")
     return doc
 
 

@@ -186,11 +186,10 @@ def _rank_sql() -> str:
 
 def _read(con, run_dir: Path, max_requests: int):
     """(event rows of the first `max_requests` requests by arrival, total request count)."""
-    from kvbench.eventlog import table_glob
-
-    if not any((run_dir / "events").glob("*.parquet")):
+    files = _parts(run_dir, "events")
+    if not files:
         return [], 0  # a run killed before its first flush: an empty trace, not an error
-    con.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet('{table_glob(run_dir)}')")
+    con.read_parquet(files).create_view("events")  # paths are values, never pasted into SQL
     con.execute(
         "CREATE TEMP TABLE sel AS SELECT req_id, min(t_ns) AS t0 FROM events GROUP BY req_id "
         "ORDER BY t0, req_id LIMIT ?",
@@ -207,16 +206,20 @@ def _read(con, run_dir: Path, max_requests: int):
 
 
 def _read_steps(con, run_dir: Path, t_lo: int, t_hi: int):
-    from kvbench.eventlog import table_glob
-
-    if not list((run_dir / "steps").glob("*.parquet")):
+    files = _parts(run_dir, "steps")
+    if not files:
         return None
     return con.execute(
-        f"SELECT instance, t_ns, end_ns, n_steps, batch, prefill_tokens, decode_tokens, "
-        f"kv_blocks_used FROM read_parquet('{table_glob(run_dir, 'steps')}') "
-        f"WHERE end_ns >= ? AND t_ns <= ? ORDER BY instance, t_ns LIMIT ?",
-        [t_lo, t_hi, MAX_STEPS],
+        "SELECT instance, t_ns, end_ns, n_steps, batch, prefill_tokens, decode_tokens, "
+        "kv_blocks_used FROM read_parquet(?) "
+        "WHERE end_ns >= ? AND t_ns <= ? ORDER BY instance, t_ns LIMIT ?",
+        [files, t_lo, t_hi, MAX_STEPS],
     ).df()
+
+
+def _parts(run_dir: Path, table: str) -> list[str]:
+    """The table's Parquet parts as an explicit list (a glob would also expand `[`, `*` or `?` in the run's path)."""
+    return sorted(str(p) for p in (run_dir / table).glob("*.parquet"))
 
 
 def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -> dict:

@@ -122,6 +122,9 @@ def _gaps_s(spec: ArrivalSpec, rng, n: int):
     return rng.exponential(1.0 / spec.rate, n)
 
 
+_INT64_SAFE_S = 9.0e9  # seconds; x 1e9 stays below 2**63 ns
+
+
 def iter_arrivals_ns(spec: ArrivalSpec, seed, chunk: int = 65_536):
     """An endless stream of arrival offsets (ns) for re-timing a trace of unknown length, chunk by chunk."""
     import numpy as np
@@ -140,6 +143,8 @@ def iter_arrivals_ns(spec: ArrivalSpec, seed, chunk: int = 65_536):
             t_s = float(starts[-1])
             times = starts
         first = False
-        yield from np.round(times[np.isfinite(times)] * NS_PER_S).astype(np.int64).tolist()
+        # Clipped below int64's range: the replay's own bound on arrival times then names the cause.
+        finite = np.minimum(times[np.isfinite(times)], _INT64_SAFE_S)
+        yield from np.round(finite * NS_PER_S).astype(np.int64).tolist()
         if spec.process == "piecewise" and not np.isfinite(times[-1]):
             return

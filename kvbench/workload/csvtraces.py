@@ -16,6 +16,7 @@ MAX_TOKENS = 10_000_000  # same bound as the Mooncake reader: above it is a unit
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 LENGTH_COLUMNS = ("num_prefill_tokens", "num_decode_tokens")
 _EPOCH = datetime(1970, 1, 1)
+MAX_SPAN_NS = 365 * 86_400 * NS_PER_S
 
 
 def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
@@ -38,7 +39,13 @@ def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str
     missing = [c for c in required if c not in header]
     if missing:
         raise ConfigError(f"{path}:1: missing column {missing[0]!r}; expected columns {', '.join(required)}")
-    for row in reader:
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as e:  # e.g. a field longer than the csv module's limit, an unclosed quote
+            raise ConfigError(f"{path}:{reader.line_num}: not a valid CSV row: {e}") from None
+        if row is None:
+            return
         if not row or not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):
@@ -72,6 +79,17 @@ def wall_clock_ns(text: str, where: str) -> int:
     return seconds * NS_PER_S + int(frac.ljust(9, "0")[:9] or 0)
 
 
+def _offset_ns(t_ns: int, first_ns: int, where: str) -> int:
+    """Arrival offset from the first row (negative for rows out of order, repaired later); a year at most."""
+    offset = t_ns - first_ns
+    if not -MAX_SPAN_NS <= offset <= MAX_SPAN_NS:
+        raise ConfigError(
+            f"{where}: field 'TIMESTAMP': {offset / NS_PER_S:.6g} s from the first row; expected at most "
+            f"{MAX_SPAN_NS // NS_PER_S} s (a year) either way"
+        )
+    return offset
+
+
 _ONE_SECOND = datetime(1970, 1, 1, 0, 0, 1) - _EPOCH
 
 
@@ -87,7 +105,7 @@ def read_azure(path: str | Path) -> list[Request]:
             first_ns = t_ns
         n_in = _tokens(row, "ContextTokens", where, 1)
         n_out = _tokens(row, "GeneratedTokens", where, 0)
-        out.append(Request(len(out), t_ns - first_ns, n_in, n_out))
+        out.append(Request(len(out), _offset_ns(t_ns, first_ns, where), n_in, n_out))
     if not out:
         raise ConfigError(f"{p}: empty trace (a header but no rows)")
     return out

@@ -75,6 +75,9 @@ _new_request = tuple.__new__  # Request(...) goes through a Python-level __new__
 _INTS = frozenset({int})
 
 
+MAX_LINE_BYTES = 16 << 20  # a record of 10M tokens holds ~20k block ids (~200 kB); far longer is not a record
+
+
 def _records(p: Path, block_tokens: int, name: str) -> Iterator[tuple[int, Request]]:
     """(line number, request numbered from 0 in file order) for every non-blank line; ConfigError on bad input.
 
@@ -84,7 +87,11 @@ def _records(p: Path, block_tokens: int, name: str) -> Iterator[tuple[int, Reque
     loads, decode_error, ms, cap = orjson.loads, orjson.JSONDecodeError, NS_PER_MS, MAX_TOKENS
     req_id = 0
     with open(p, "rb") as f:
-        for lineno, line in enumerate(f, 1):
+        for lineno, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(line) > MAX_LINE_BYTES:
+                raise ConfigError(
+                    f"{p}:{lineno}: line longer than {MAX_LINE_BYTES >> 20} MiB, expected one JSON record"
+                )
             try:
                 rec = loads(line)
             except decode_error:

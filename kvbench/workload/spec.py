@@ -18,6 +18,7 @@ from kvbench.workload.synth import PrefixSpec, SessionSpec
 KINDS = ("trace", "synthetic", "servegen", "mix")
 FORMATS = ("auto", "mooncake", "azure", "sharegpt", "lengths")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms", "tbt_ms", "itl_ms")
+MAX_SLO_MS = 1e9  # about 11.6 days; NaN and infinities fail the range check too
 TOP_KEYS = (
     "name",
     "description",
@@ -194,8 +195,10 @@ def _slo(data: dict, p: Path, text: str) -> tuple[tuple[str, float], ...]:
         raise ConfigError(f"{where(p, text, 'slo')}: [slo] must be a table")
     check_keys(slo, SLO_KEYS, p, text, "slo")
     for key, value in slo.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ConfigError(f"{where(p, text, 'slo.' + key)}: slo.{key}: expected milliseconds > 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_SLO_MS:
+            raise ConfigError(
+                f"{where(p, text, 'slo.' + key)}: slo.{key}: expected milliseconds > 0 and <= {MAX_SLO_MS:g}, got {value!r}"
+            )
     return tuple((k, float(v)) for k, v in slo.items())
 
 

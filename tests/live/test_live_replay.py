@@ -33,9 +33,9 @@ SERVER_TOKENS_PER_BLOCK = 513  # 512 words + the LF that ends each block
 CACHE_TOLERANCE_TOKENS = 4
 
 # (hash_ids, output tokens): the last block of every request is private (100 tokens), so every shared block
-# was seen in full before; timestamps 250 ms apart leave each request time to finish before the next arrives.
-# The first request shares nothing and the second comes 1 s after it: the client's start-up lag can delay the
-# first send by a few hundred ms, and two overlapping requests cannot reuse each other's prefix.
+# was seen in full before. The replay runs closed loop with one request in flight (--concurrency 1), so each
+# request is sent only after the previous one finished, however slow a loaded machine makes the server: two
+# overlapping requests could not reuse each other's prefix.
 MOONCAKE = [
     ([90, 91], 4),  # warm-up: reuse 0
     ([1, 2, 10], 16),  # reuse 0
@@ -100,11 +100,13 @@ def test_mooncake_replay_cached_tokens_match_trace_reuse(llama_url, tmp_path):
         f"base_url={llama_url}/v1",
         "--set",
         NO_REUSE,
+        "--concurrency",
+        "1",
         "--out",
         str(run),
         "-q",
     ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     fin = finishes(run)
     assert sorted(fin) == list(range(len(MOONCAKE)))  # every request finished
@@ -113,7 +115,7 @@ def test_mooncake_replay_cached_tokens_match_trace_reuse(llama_url, tmp_path):
     sends = dict(frame(run, "SELECT req_id, t_ns FROM events WHERE kind = 'SEND'"))
     ends = dict(frame(run, "SELECT req_id, t_ns FROM events WHERE kind = 'FINISH'"))
     for i, (tokens, cached, detail, out, reuse, n_blocks, inp) in fin.items():
-        assert i == 0 or sends[i] > ends[i - 1], f"request {i} overlapped the previous one: the client lagged"
+        assert i == 0 or sends[i] >= ends[i - 1], f"request {i} overlapped the previous one"
         assert tokens == out, f"request {i}: {tokens} output tokens, asked {out}"
         assert f"prompt_tokens={inp + n_blocks}" in detail  # achieved input = intended + one LF per block
         server_reuse = reuse // 512 * SERVER_TOKENS_PER_BLOCK
