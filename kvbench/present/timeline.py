@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvbench.present import fmt
 from kvbench.units import ns_to_us
 
 # Phase a kind opens (None: it only closes the open phase). Real and sim names differ where the meaning does.
@@ -243,9 +244,10 @@ def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -
         if "tid" in e:
             lanes[e["pid"]] = max(lanes[e["pid"]], e["tid"] + 1)
     shown = min(total, max_requests)
-    note = f"{shown:,} of {total:,} requests" + ("" if shown == total else " (earliest arrivals; --max-requests)")
+    note = f"{fmt.count(shown)} of {fmt.count(total)} requests"
+    note += "" if shown == total else " (earliest arrivals; --max-requests)"
     if steps is not None and len(steps) >= MAX_STEPS:
-        note += f"; steps truncated to the first {MAX_STEPS:,} rows"
+        note += f"; steps truncated to the first {fmt.count(MAX_STEPS)} rows"
     return {
         "traceEvents": metadata_events(pid_of, lanes, sim) + events,
         "displayTimeUnit": "ms",
