@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kvbench.analysis.sqlfiles import sql_text
+
 if TYPE_CHECKING:
     import duckdb
     import numpy as np
@@ -160,8 +162,6 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     """Temp table step_instances and views step_segments (row_no = segment index), step_spans (lo, hi: row_no),
     step_itl (run, gap_ns, n over finished requests) and step_tbt (run, req_id, tbt_ns); empty without steps."""
     import numpy as np
-
-    from kvbench.analysis.metrics import sql_text
 
     con.execute(sql_text("step_instances"))
     seg = segments(con.execute(sql_text("step_rows")).fetchnumpy())
