@@ -34,13 +34,14 @@ def samples(con: duckdb.DuckDBPyConnection, seed: int = 0, max_n: int = MAX_SAMP
     data = con.execute(f"SELECT {cols} FROM per_request ORDER BY arrival_ns, req_id").fetchnumpy()
     out: dict[str, dict[str, Any]] = {}
     for name, m in sampled.items():
-        v = np.ma.masked_invalid(np.ma.asarray(data[name], dtype=float)).compressed()  # NULLs come masked
+        v: numpy.ndarray = np.ma.masked_invalid(
+            np.ma.asarray(data[name], dtype=float)
+        ).compressed()  # NULLs come masked
         n = len(v)
         if n > max_n:
             v = v[np.sort(np.random.default_rng(seed).choice(n, max_n, replace=False))]
-        if m.unit == "ms":  # per_request holds ns
-            v = ns_to_ms(v)
-        out[name] = {"n": n, "values": [round(float(x), 6) for x in v]}
+        scale = ns_to_ms if m.unit == "ms" else float  # per_request holds ns
+        out[name] = {"n": n, "values": [round(scale(float(x)), 6) for x in v]}
     return out
 
 

@@ -77,7 +77,7 @@ class Metric:
             return []
         if not self.distribution:
             return [self.key]
-        return [f"{self.key}.{s}" for s in (STATS if which is True else which)]
+        return [f"{self.key}.{s}" for s in (STATS if isinstance(which, bool) else which)]
 
     def title(self, stat: str | None = None) -> str:
         """A table row's name: 'TTFT p99 (ms)', 'duration (s)', 'errors' (counts and ratios name no unit)."""

@@ -17,6 +17,7 @@ from kvbench.units import ns_to_ms, ns_to_s
 
 if TYPE_CHECKING:
     import duckdb
+    import numpy
     import pandas
 
 CDF_POINTS = 400  # quantiles per latency CDF: smooth to the eye at any run size
@@ -54,7 +55,7 @@ def _cdf(con: duckdb.DuckDBPyConnection, name: str) -> pandas.DataFrame | None:
     ps = np.linspace(0, 1, CDF_POINTS)
     frames = []
     for m in drawn:
-        values = np.ma.compressed(np.ma.masked_invalid(np.ma.asarray(data[m.column], dtype=float)))
+        values: numpy.ndarray = np.ma.compressed(np.ma.masked_invalid(np.ma.asarray(data[m.column], dtype=float)))
         if len(values):
             frames.append(pd.DataFrame({"run": name, "metric": m.label, "value_ms": ns_to_ms(np.quantile(values, ps))}))
     return pd.concat(frames, ignore_index=True) if frames else None
@@ -92,7 +93,7 @@ def collect_run(run_dir: Path, name: str, slo: Slo | None, bucket_s: float) -> R
     try:
         summary = figures(con, slo)  # also builds per_request and the kv_transfers temp table
         ts = metrics.timeseries(con, bucket_s, slo)
-        has_steps = bool(con.execute("SELECT count(*) FROM (SELECT 1 FROM steps LIMIT 1)").fetchone()[0])
+        has_steps = bool(con.execute("SELECT 1 FROM steps LIMIT 1").fetchall())
         load = metrics.instance_load(con, bucket_s) if has_steps else None
         data = RunData(
             name,

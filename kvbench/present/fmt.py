@@ -49,7 +49,7 @@ def number(v: Any, style: Style = TABLE) -> str:
         return str(v)
     if style.ints is not None and isinstance(v, int):
         return format(v, style.ints)
-    spec = style.large if style.large is not None and abs(v) >= style.switch else style.spec
+    spec = style.large if style.large is not None and abs(float(v)) >= style.switch else style.spec
     return format(v, spec)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 
@@ -17,6 +18,7 @@ matplotlib.use("Agg")  # headless: reports are rendered on CI machines without a
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
@@ -41,18 +43,20 @@ def palette_for(runs: list[str]) -> dict[str, tuple]:
     return dict(zip(runs, sns.color_palette("colorblind", max(len(runs), 1))))
 
 
-def _figure(rows: int, cols: int = 1, height: float = PANEL_H_IN, sharex: bool = True):
+def _figure(rows: int, cols: int = 1, height: float = PANEL_H_IN, sharex: bool = True) -> tuple[Figure, np.ndarray]:
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.85):
         fig = Figure(figsize=(WIDTH_IN, height * rows), layout="constrained")
         axes = fig.subplots(rows, cols, sharex=sharex, squeeze=False)
     return fig, axes
 
 
-def _legend(ax) -> None:
+def _legend(ax: Axes) -> None:
     """One compact legend: seaborn's (hue/style entries) merged with lines labelled by the builder."""
-    handles, labels, title = [], [], None
-    if ax.get_legend() is not None:
-        leg = ax.get_legend()
+    handles: list[Any] = []  # a legend's handles may be None (entries drawn without an artist)
+    labels: list[str] = []
+    title = None
+    leg = ax.get_legend()
+    if leg is not None:
         handles, labels = list(leg.legend_handles), [t.get_text() for t in leg.get_texts()]
         title = leg.get_title().get_text() or None
     for h, label in zip(*ax.get_legend_handles_labels()):

@@ -12,9 +12,15 @@ import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from kvbench.eventlog import read_manifest, table_glob
 from kvbench.present import fmt
 from kvbench.units import ns_to_us
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas
 
 # Phase a kind opens (None: it only closes the open phase). Real and sim names differ where the meaning does.
 _OPENS_SIM = {
@@ -116,7 +122,7 @@ def request_events(slices: list[Slice], sim: bool, pid_of: dict[str, int]) -> li
     return out
 
 
-def step_events(steps, pid_of: dict[str, int]) -> list[dict]:
+def step_events(steps: pandas.DataFrame, pid_of: dict[str, int]) -> list[dict]:
     """Sim steps rows (DataFrame) -> "X" slices on each instance's track 0, and a KV-blocks counter."""
     out = []
     for r in steps.itertuples(index=False):
@@ -185,10 +191,8 @@ def _rank_sql() -> str:
     return "CASE kind " + " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(_RANK)) + " ELSE 99 END"
 
 
-def _read(con, run_dir: Path, max_requests: int):
+def _read(con: duckdb.DuckDBPyConnection, run_dir: Path, max_requests: int) -> tuple[list[tuple], int]:
     """(event rows of the first `max_requests` requests by arrival, total request count)."""
-    from kvbench.eventlog import table_glob
-
     if not any((run_dir / "events").glob("*.parquet")):
         return [], 0  # a run killed before its first flush: an empty trace, not an error
     con.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet('{table_glob(run_dir)}')")
@@ -197,7 +201,8 @@ def _read(con, run_dir: Path, max_requests: int):
         "ORDER BY t0, req_id LIMIT ?",
         [max_requests],
     )
-    total = con.execute("SELECT count(DISTINCT req_id) FROM events").fetchone()[0]
+    counted = con.execute("SELECT count(DISTINCT req_id) FROM events").fetchone()
+    total = int(counted[0]) if counted else 0
     rows = con.execute(
         f"SELECT req_id, t_ns, CAST(kind AS VARCHAR), instance, "
         f"CASE WHEN kind IN ('ERROR', 'REJECT', 'CANCEL') THEN detail END FROM events "
@@ -207,9 +212,7 @@ def _read(con, run_dir: Path, max_requests: int):
     return rows, total
 
 
-def _read_steps(con, run_dir: Path, t_lo: int, t_hi: int):
-    from kvbench.eventlog import table_glob
-
+def _read_steps(con: duckdb.DuckDBPyConnection, run_dir: Path, t_lo: int, t_hi: int) -> pandas.DataFrame | None:
     if not list((run_dir / "steps").glob("*.parquet")):
         return None
     return con.execute(
@@ -223,8 +226,6 @@ def _read_steps(con, run_dir: Path, t_lo: int, t_hi: int):
 def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -> dict:
     """The Chrome trace of a run as a dict ({"traceEvents": [...], "otherData": {...}})."""
     import duckdb
-
-    from kvbench.eventlog import read_manifest
 
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
