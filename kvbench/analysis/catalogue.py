@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
 
 
 class Direction(StrEnum):
@@ -204,7 +203,20 @@ CATALOGUE: tuple[Metric, ...] = (
 )
 # fmt: on
 
-BY_KEY = {m.key: m for m in CATALOGUE}
+# The functions below read CATALOGUE when called: every consumer sees the same table, rows added included.
+
+
+def by_key(key: str) -> Metric:
+    """The row whose key (or pattern) is `key`."""
+    return next(m for m in CATALOGUE if m.key == key)
+
+
+def distributions() -> list[Metric]:
+    return [m for m in CATALOGUE if m.distribution]
+
+
+def per_row() -> list[Metric]:
+    return [m for m in CATALOGUE if m.shape is Shape.PER_ROW]
 
 
 def fixed_keys() -> list[str]:
@@ -229,20 +241,11 @@ def samples() -> dict[str, Metric]:
     return {m.key: m for m in CATALOGUE if m.sample}
 
 
-def per_row() -> list[Metric]:
-    return [m for m in CATALOGUE if m.shape is Shape.PER_ROW]
-
-
-@cache
-def _fixed() -> dict[str, Metric]:
-    return {k: m for m in CATALOGUE for k in m.keys()}
-
-
 def lookup(key: str) -> tuple[Metric, dict[str, str]] | None:
     """The catalogue row a summary key belongs to, and the placeholders of a PER_ROW key; None: not a metric."""
-    m = _fixed().get(key)
-    if m is not None:
-        return m, {}
+    for m in CATALOGUE:
+        if key in m.keys():
+            return m, {}
     for m in per_row():
         match = m.pattern().fullmatch(key)
         if match:

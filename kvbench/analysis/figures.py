@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvbench.analysis.catalogue import CATALOGUE, PERCENTILES, STATS, Display, Metric, Shape
+from kvbench.analysis import catalogue
+from kvbench.analysis.catalogue import PERCENTILES, STATS, Display, Metric, Shape
 from kvbench.analysis.runset import open_runs
 from kvbench.analysis.slo import Slo
 from kvbench.analysis.sqlfiles import execute, records
@@ -88,7 +89,7 @@ def _from_rows(metrics: list[Metric], rows: list[dict[str, Any]]) -> dict[str, A
 def by_source() -> dict[str, list[Metric]]:
     """Catalogue rows grouped by SQL file, run_totals first, then in catalogue order."""
     groups: dict[str, list[Metric]] = {TOTALS: []}
-    for m in CATALOGUE:
+    for m in catalogue.CATALOGUE:
         groups.setdefault(m.sql, []).append(m)
     return groups
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvbench.analysis import metrics
-from kvbench.analysis.catalogue import BY_KEY
+from kvbench.analysis.catalogue import by_key
 from kvbench.analysis.figures import figures
 from kvbench.analysis.runset import check_run, open_runs
 from kvbench.analysis.slo import Slo, slo_from_manifest
@@ -49,7 +49,7 @@ def _cdf(con: duckdb.DuckDBPyConnection, name: str) -> pandas.DataFrame | None:
     import numpy as np
     import pandas as pd
 
-    drawn = [BY_KEY[k] for k in CDF_METRICS]
+    drawn = [by_key(k) for k in CDF_METRICS]
     cols = con.execute(f"SELECT {', '.join(m.column for m in drawn)} FROM per_request WHERE status = 'FINISH'")
     data = cols.fetchnumpy()
     ps = np.linspace(0, 1, CDF_POINTS)

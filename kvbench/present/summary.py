@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from kvbench.analysis import catalogue
 from kvbench.analysis.bootstrap import samples
-from kvbench.analysis.catalogue import CATALOGUE, STATS, Metric
+from kvbench.analysis.catalogue import STATS, Metric
 from kvbench.analysis.figures import figures
 from kvbench.analysis.metrics import timeseries
 from kvbench.analysis.runset import check_run, open_runs
@@ -125,7 +125,7 @@ def latency_table(m: dict[str, Any], title: str) -> Table:
     t.add_column("latency (ms)")
     for s in STATS:
         t.add_column(s, justify="right")
-    for metric in (x for x in CATALOGUE if x.distribution):
+    for metric in catalogue.distributions():
         if m.get(f"{metric.key}.count"):
             t.add_row(_label(metric), *(fmt.number(m.get(f"{metric.key}.{s}")) for s in STATS))
     return t
@@ -170,10 +170,10 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float]) -> Table:
 
 def _per_row_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
     """Hits by tier on one line ('dram 0.167, hbm 0.250'), then a line per failure key."""
-    tier = catalogue.BY_KEY["prefix_hit_ratio.tier.{tier}"]
+    tier = catalogue.by_key("prefix_hit_ratio.tier.{tier}")
     tiers = sorted((fields["tier"], k) for k, fields in _matches(m, tier))
     lines = [(tier.label, ", ".join(f"{name} {fmt.number(m[k])}" for name, k in tiers))] if tiers else []
-    failures = catalogue.BY_KEY["failures.{status}.{reason}"]
+    failures = catalogue.by_key("failures.{status}.{reason}")
     return lines + [(k, fmt.number(m[k])) for k in sorted(k for k, _ in _matches(m, failures))]
 
 
