@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from kvbench.config import ConfigError
 
 if TYPE_CHECKING:  # the runner, targets and workloads load when a search runs: `kvbench report` reads goodput.json
+    from rich.console import Console
+
     from kvbench.analysis.slo import Slo
     from kvbench.target import TargetSpec
     from kvbench.workload.load import Workload
@@ -263,22 +265,27 @@ def goodput_command(
         out=out,
     )
     console = Console(stderr=True)
-    result_probes: list[Probe] = []
-
-    def measure(rate: float) -> Probe:
-        with console.status(f"probe {len(result_probes) + 1}: {rate:,.4g} req/s"):
-            p = run_probe(plan, rate)
-        result_probes.append(p)
-        verdict = "[green]pass[/]" if p.attainment >= attainment else "[red]fail[/]"
-        console.print(f"  {rate:>12,.4f} req/s  attainment {p.attainment:7.2%}  {verdict}  ({p.requests:,} requests)")
-        return p
-
-    result = search(measure, start_rate or plan.base_rate, attainment, precision)
+    result = search(_measure(plan, attainment, console), start_rate or plan.base_rate, attainment, precision)
     result = replace(result, gpus=gpus or _sim_gpus(plan.spec), slo=_slo_dict(plan.slo))
     jpath, cpath = write_result(result, plan.out_dir)
     print(format_result(result))
     console.print(f"curve → {cpath}, {jpath}; probe runs in {plan.out_dir}/")
     return 0 if result.rate is not None else 1
+
+
+def _measure(plan: ProbePlan, attainment: float, console: Console) -> Callable[[float], Probe]:
+    """One probe per call, shown while it runs and printed with its verdict when done."""
+    done: list[Probe] = []
+
+    def measure(rate: float) -> Probe:
+        with console.status(f"probe {len(done) + 1}: {rate:,.4g} req/s"):
+            p = run_probe(plan, rate)
+        done.append(p)
+        verdict = "[green]pass[/]" if p.attainment >= attainment else "[red]fail[/]"
+        console.print(f"  {rate:>12,.4f} req/s  attainment {p.attainment:7.2%}  {verdict}  ({p.requests:,} requests)")
+        return p
+
+    return measure
 
 
 def _slo_dict(slo: Slo | None) -> dict[str, float]:

@@ -126,60 +126,48 @@ def _limits(rule: Rule, cand: float) -> str | None:
     return None
 
 
+PASSING = ("pass", "noisy")
+
+
+def _verdict(rule: Rule, status: str, message: str, cand: float | None = None) -> Verdict:
+    """A verdict decided before any comparison with the baseline."""
+    return Verdict(rule, status in PASSING, status, None, cand, None, None, None, message)
+
+
+def _too_few(rule: Rule, base: dict[str, Any] | None, cand: dict[str, Any]) -> str | None:
+    for side, doc in (("candidate", cand), ("baseline", base)):
+        if doc is not None and _samples(doc, rule.key) < rule.min_samples:
+            return f"{side} has {_samples(doc, rule.key)} samples, the rule needs {rule.min_samples}"
+    return None
+
+
 def check(rule: Rule, base: dict[str, Any] | None, cand: dict[str, Any], delta_fn: Callable) -> Verdict:
     """Verdict of one rule. delta_fn(key, base, cand) -> compare.Delta (point difference and its interval)."""
     c = cand["metrics"].get(rule.key)
     if c is None:
-        return Verdict(rule, False, "missing", None, None, None, None, None, "candidate has no value")
-    for side, doc in (("candidate", cand), ("baseline", base)):
-        if doc is not None and _samples(doc, rule.key) < rule.min_samples:
-            return Verdict(
-                rule,
-                False,
-                "samples",
-                None,
-                c,
-                None,
-                None,
-                None,
-                f"{side} has {_samples(doc, rule.key)} samples, the rule needs {rule.min_samples}",
-            )
+        return _verdict(rule, "missing", "candidate has no value")
+    few = _too_few(rule, base, cand)
+    if few:
+        return _verdict(rule, "samples", few, c)
     limit = _limits(rule, c)
     if limit or base is None:
-        return Verdict(
-            rule, not limit, "limit" if limit else "pass", None, c, None, None, None, limit or "within limits"
-        )
+        return _verdict(rule, "limit" if limit else "pass", limit or "within limits", c)
     d = delta_fn(rule.key, base, cand)
     if d.base is None:
-        return Verdict(rule, False, "missing", None, c, None, None, None, "baseline has no value")
+        return _verdict(rule, "missing", "baseline has no value", c)
     worse = _worsening(rule.direction, d.delta)
     allowed = rule.tolerance_abs if rule.tolerance_abs is not None else abs(d.base) * (rule.tolerance_pct or 0) / 100
     if worse <= allowed:
-        return Verdict(rule, True, "pass", d.base, c, d.delta, d.ci, allowed, "within tolerance")
-    if not rule.strict and d.significant is False:
-        return Verdict(
-            rule,
-            True,
-            "noisy",
-            d.base,
-            c,
-            d.delta,
-            d.ci,
-            allowed,
-            "beyond tolerance but the interval includes 0 (noise); strict = true fails it",
+        status, message = "pass", "within tolerance"
+    elif not rule.strict and d.significant is False:
+        status, message = "noisy", "beyond tolerance but the interval includes 0 (noise); strict = true fails it"
+    else:
+        status = "regression"
+        message = (
+            f"{_moved(rule.direction, worse)} by {fmt.number(abs(d.delta), fmt.EXACT)}, "
+            f"allowed {fmt.number(allowed, fmt.EXACT)}"
         )
-    return Verdict(
-        rule,
-        False,
-        "regression",
-        d.base,
-        c,
-        d.delta,
-        d.ci,
-        allowed,
-        f"{_moved(rule.direction, worse)} by {fmt.number(abs(d.delta), fmt.EXACT)}, "
-        f"allowed {fmt.number(allowed, fmt.EXACT)}",
-    )
+    return Verdict(rule, status in PASSING, status, d.base, c, d.delta, d.ci, allowed, message)
 
 
 def _worsening(direction: Direction, delta: float) -> float:

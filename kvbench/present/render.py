@@ -202,56 +202,55 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def _md_runs(runs: list[RunData], rows: list[Row]) -> list[str]:
+    out = _md_table(
+        ["run", "status", "workload", "target", "SLO (ms)"],
+        [
+            [
+                md_esc(r.name),
+                md_esc(r.manifest.get("status")),
+                md_esc((r.manifest.get("workload") or {}).get("name")),
+                md_esc((r.manifest.get("target") or {}).get("name")),
+                md_esc(fmt.limits(r.slo, le="<=") or "none"),
+            ]
+            for r in runs
+        ],
+    )
+    out += ["", "## Summary", ""]
+    return out + _md_table(
+        ["metric"] + [md_esc(r.name) for r in runs],
+        [[md_esc(row.label)] + [md_esc(v) for v in row.values] for row in rows],
+    )
+
+
+def _md_comparison(runs: list[RunData], rows: list[Row]) -> list[str]:
+    mark = {"better": " ✅", "worse": " ❌", "same": ""}
+    cells = [
+        [
+            md_esc(text) + mark[cls]
+            for text, cls in (delta(row.raw[0], v, row.direction, row.display) for v in row.raw[1:])
+        ]
+        for row in rows
+    ]
+    return ["", f"## Comparison with {md_esc(runs[0].name)}", ""] + _md_table(
+        ["metric", "base"] + [md_esc(r.name) for r in runs[1:]],
+        [[md_esc(row.label), md_esc(row.values[0])] + c for row, c in zip(rows, cells)],
+    )
+
+
 def render_md(runs: list[RunData], rows: list[Row], goodputs: list[Goodput]) -> str:
     """The report as Markdown (no figures): runs, summary, comparison, goodput searches, failures."""
     out = ["# kvbench report", ""]
     out += [line for w in lag_warnings(runs) for line in (f"> **⚠ Warning:** {md_esc(w)}", "")]
     if runs:
-        out += _md_table(
-            ["run", "status", "workload", "target", "SLO (ms)"],
-            [
-                [
-                    md_esc(r.name),
-                    md_esc(r.manifest.get("status")),
-                    md_esc((r.manifest.get("workload") or {}).get("name")),
-                    md_esc((r.manifest.get("target") or {}).get("name")),
-                    md_esc(fmt.limits(r.slo, le="<=") or "none"),
-                ]
-                for r in runs
-            ],
-        )
-        out += ["", "## Summary", ""]
-        out += _md_table(
-            ["metric"] + [md_esc(r.name) for r in runs],
-            [[md_esc(row.label)] + [md_esc(v) for v in row.values] for row in rows],
-        )
+        out += _md_runs(runs, rows)
     if len(runs) > 1:
-        out += ["", f"## Comparison with {md_esc(runs[0].name)}", ""]
-        mark = {"better": " ✅", "worse": " ❌", "same": ""}
-        out += _md_table(
-            ["metric", "base"] + [md_esc(r.name) for r in runs[1:]],
-            [
-                [md_esc(row.label), md_esc(row.values[0])]
-                + [
-                    md_esc(t) + mark[c]
-                    for t, c in (delta(row.raw[0], v, row.direction, row.display) for v in row.raw[1:])
-                ]
-                for row in rows
-            ],
-        )
+        out += _md_comparison(runs, rows)
     if goodputs:
         out += ["", "## Goodput search", ""]
         out += _md_table(
             ["search", "target", "goodput (req/s)", "per GPU"],
-            [
-                [
-                    md_esc(label),
-                    fmt.share(doc["target"]),
-                    _rate(doc),
-                    _per_gpu(doc),
-                ]
-                for label, doc in goodputs
-            ],
+            [[md_esc(label), fmt.share(doc["target"]), _rate(doc), _per_gpu(doc)] for label, doc in goodputs],
         )
     failures = [[md_esc(r.name), md_esc(k), md_esc(d), fmt.count(n)] for r in runs for k, d, n in r.failures]
     if failures:
