@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvbench.analysis.metrics import PERCENTILES
+from kvbench.analysis import catalogue
+from kvbench.analysis.catalogue import PERCENTILES
 from kvbench.units import ns_to_ms
 
 if TYPE_CHECKING:
@@ -21,16 +22,6 @@ if TYPE_CHECKING:
 MAX_SAMPLE = 5_000
 RESAMPLES = 1_000
 LEVEL = 0.95
-# sample name -> SQL expression over per_request (ms), and which requests it covers
-SAMPLE_SQL = {
-    "ttft_ms": ("ttft_ns", "status = 'FINISH'"),
-    "tpot_ms": ("tpot_ns", "status = 'FINISH'"),
-    "e2e_ms": ("e2e_ns", "status = 'FINISH'"),
-    "client_lag_ms": ("lag_ns", "status = 'FINISH'"),
-    "tbt_ms": ("tbt_ns", "status = 'FINISH'"),
-    "queue_ms": ("queue_ns", "status = 'FINISH'"),
-    "slo_attainment": ("good::DOUBLE", "true"),
-}
 _Q = dict(PERCENTILES)
 
 
@@ -38,19 +29,26 @@ def samples(con: duckdb.DuckDBPyConnection, seed: int = 0, max_n: int = MAX_SAMP
     """Per metric: n (values in the run) and `values`, a seeded subsample of at most max_n of them."""
     import numpy as np
 
-    cols = ", ".join(f'CASE WHEN {where} THEN {expr} END AS "{name}"' for name, (expr, where) in SAMPLE_SQL.items())
+    sampled = catalogue.samples()
+    cols = ", ".join(_select(name, m) for name, m in sampled.items())
     data = con.execute(f"SELECT {cols} FROM per_request ORDER BY arrival_ns, req_id").fetchnumpy()
     out: dict[str, dict[str, Any]] = {}
-    for name in SAMPLE_SQL:
-        v = np.ma.asarray(data[name]).astype(float).filled(np.nan)  # NULLs come masked
-        v = v[~np.isnan(v)]
+    for name, m in sampled.items():
+        v: numpy.ndarray = np.ma.masked_invalid(
+            np.ma.asarray(data[name], dtype=float)
+        ).compressed()  # NULLs come masked
         n = len(v)
         if n > max_n:
             v = v[np.sort(np.random.default_rng(seed).choice(n, max_n, replace=False))]
-        if name != "slo_attainment":
-            v = ns_to_ms(v)
-        out[name] = {"n": n, "values": [round(float(x), 6) for x in v]}
+        scale = ns_to_ms if m.unit == "ms" else float  # per_request holds ns
+        out[name] = {"n": n, "values": [round(scale(float(x)), 6) for x in v]}
     return out
+
+
+def _select(name: str, m: catalogue.Metric) -> str:
+    """The sample column of metric `m`: its expression over per_request where its filter holds, else NULL."""
+    expr, where = m.sample or ("NULL", "false")
+    return f'CASE WHEN {where} THEN {expr} END AS "{name}"'
 
 
 def statistic(values: numpy.ndarray, stat: str, axis: int | None = None) -> Any:
@@ -63,7 +61,8 @@ def statistic(values: numpy.ndarray, stat: str, axis: int | None = None) -> Any:
 
 
 def has_ci(sample_name: str, stat: str) -> bool:
-    return sample_name in SAMPLE_SQL and (stat == "mean" or stat in _Q)
+    """Whether a statistic of this metric gets a bootstrap interval (it has per-request samples)."""
+    return sample_name in catalogue.samples() and (stat == "mean" or stat in _Q)
 
 
 def _deviations(sample: dict[str, Any], stat: str, rng: numpy.random.Generator, resamples: int) -> numpy.ndarray:

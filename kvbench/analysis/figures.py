@@ -1,38 +1,23 @@
-"""The flat figure dict of one run (what summary.json holds), assembled from the SQL files' results."""
+"""The flat figure dict of one run (what summary.json holds): each catalogue row read from its SQL file's result."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvbench.analysis.metrics import LATENCIES, PERCENTILES, Slo, prepare, sql_text
+from kvbench.analysis import catalogue
+from kvbench.analysis.catalogue import PERCENTILES, STATS, Display, Metric, Shape
+from kvbench.analysis.runset import open_runs
+from kvbench.analysis.slo import Slo
+from kvbench.analysis.sqlfiles import execute, records
+from kvbench.analysis.tables import build_kv_transfers, prepare
 from kvbench.units import NS_PER_S, ns_to_ms, ns_to_s
 
 if TYPE_CHECKING:
     import duckdb
     import numpy
 
-STATS = ("count", "mean") + tuple(name for name, _ in PERCENTILES) + ("max",)
-NS_PER_S_RATES = {
-    "finished_per_ns": "request_throughput",
-    "output_tokens_per_ns": "output_token_throughput",
-    "total_tokens_per_ns": "total_token_throughput",
-    "good_per_ns": "goodput",
-}
-COUNTS = (
-    "requests",
-    "finished",
-    "errors",
-    "rejected",
-    "cancelled",
-    "running",
-    "good",
-    "one_token",
-    "input_tokens",
-    "output_tokens",
-    "preemptions",
-    "preempted",
-    "migrations",
-)
+TOTALS = "run_totals"  # read first: its columns (run, duration_ns, ...) are the $parameters of the other files
 
 
 def weighted_quantiles(values: numpy.ndarray, weights: numpy.ndarray, ps: list[float]) -> list[float]:
@@ -48,102 +33,90 @@ def weighted_quantiles(values: numpy.ndarray, weights: numpy.ndarray, ps: list[f
     return list(v_lo + (h - lo) * (v_hi - v_lo))
 
 
-def _latency(con: duckdb.DuckDBPyConnection, out: dict[str, Any]) -> None:
-    row = con.execute(sql_text("latency")).fetchone()
-    # latency.sql's columns follow LATENCIES' order (ttft, tpot, e2e, lag, tbt, queue): count, mean, q[], max each
-    for i, key in enumerate(k for k, c in LATENCIES.items() if c is not None):
-        count, mean, q, mx = row[1 + 4 * i : 5 + 4 * i] if row else (0, None, None, None)
-        stats = [count, mean] + (list(q) if q else [None] * len(PERCENTILES)) + [mx]
-        for stat, value in zip(STATS, stats):
-            out[f"{key}.{stat}"] = value if stat == "count" or value is None else ns_to_ms(value)
+def convert(m: Metric, column: str, value: Any) -> Any:
+    """A SQL value in summary.json's unit: the column's suffix says its unit (_ns, _per_ns), m.unit the target."""
+    if value is None:
+        if not (m.zero or m.display is Display.INT):
+            return None
+        value = 0
+    if m.display is Display.INT:
+        return int(value)
+    if column.endswith("_per_ns"):
+        return value * NS_PER_S
+    if column.endswith("_ns"):
+        return ns_to_s(value) if m.unit == "s" else ns_to_ms(value)
+    return value
 
 
-def _itl(con: duckdb.DuckDBPyConnection, out: dict[str, Any]) -> None:
-    data = con.execute(sql_text("itl")).fetchnumpy()
-    values, weights = data["gap_ns"], data["n"]
+def _quantiles(m: Metric, row: dict[str, Any]) -> dict[str, Any]:
+    """A QUANTILES row's statistics: <column>_count, _mean, _q (one per PERCENTILES), _max."""
+    c = m.column
+    q = row.get(f"{c}_q") or [None] * len(PERCENTILES)
+    values = [row.get(f"{c}_count") or 0, row.get(f"{c}_mean"), *q, row.get(f"{c}_max")]
+    return {f"{m.key}.{s}": v if s == "count" or v is None else convert(m, c, v) for s, v in zip(STATS, values)}
+
+
+def _pooled(con: duckdb.DuckDBPyConnection, m: Metric, bound: dict[str, Any]) -> dict[str, Any]:
+    """A POOLED distribution: rows (column, n) sorted by column, each value counted n times."""
+    data = execute(con, m.sql, bound).fetchnumpy()
+    values, weights = data[m.column], data["n"]
     n = int(weights.sum()) if len(weights) else 0
-    out["itl_ms.count"] = n
+    out: dict[str, Any] = {f"{m.key}.count": n}
     if not n:
-        out.update({f"itl_ms.{s}": None for s in STATS[1:]})
-        return
-    out["itl_ms.mean"] = ns_to_ms(float((values * weights).sum() / n))
+        return out | {f"{m.key}.{s}": None for s in STATS[1:]}
+    out[f"{m.key}.mean"] = convert(m, m.column, float((values * weights).sum() / n))
     qs = weighted_quantiles(values, weights, [p for _, p in PERCENTILES])
-    out.update({f"itl_ms.{name}": ns_to_ms(float(q)) for (name, _), q in zip(PERCENTILES, qs)})
-    out["itl_ms.max"] = ns_to_ms(float(values[-1]))
+    out.update({f"{m.key}.{name}": convert(m, m.column, float(q)) for (name, _), q in zip(PERCENTILES, qs)})
+    out[f"{m.key}.max"] = convert(m, m.column, float(values[-1]))
+    return out
 
 
-def _totals(con: duckdb.DuckDBPyConnection, out: dict[str, Any]) -> int:
-    cur = con.execute(sql_text("run_totals"))
-    names = [d[0] for d in cur.description]
-    row = cur.fetchone()
-    t = dict(zip(names, row)) if row else {}
-    for key in COUNTS:
-        out[key] = int(t.get(key) or 0)
-    out["duration_s"] = ns_to_s(t.get("duration_ns") or 0)
-    for col, key in NS_PER_S_RATES.items():
-        out[key] = None if t.get(col) is None else t[col] * NS_PER_S  # per ns -> per s
-    out["slo_attainment"] = t.get("slo_attainment")
-    out["prefix_hit_ratio"] = t.get("prefix_hit_ratio")
-    out["trace_hit_ratio"] = t.get("trace_hit_ratio")
-    return int(t.get("duration_ns") or 0)
+def _from_rows(metrics: list[Metric], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of SCALAR, PER_ROW and QUANTILES rows of one SQL file, row by row."""
+    out: dict[str, Any] = {}
+    for row in rows or [{}]:  # no row: counts 0, the rest None
+        for m in metrics:
+            if m.shape is Shape.PER_ROW:
+                if row:
+                    out[m.key.format(**row)] = convert(m, m.column, row[m.column])
+            elif m.shape is Shape.QUANTILES:
+                out.update(_quantiles(m, row))
+            else:
+                out[m.key] = convert(m, m.column, row.get(m.column))
+    return out
 
 
-def _input_len(con: duckdb.DuckDBPyConnection, out: dict[str, Any]) -> None:
-    """Achieved (server-reported) vs intended prompt length; count 0 and None figures when no request has both."""
-    row = con.execute(sql_text("input_len")).fetchone()
-    count, ratio, p50, lo, hi = row[1:] if row else (0, None, None, None, None)
-    out.update(
-        {
-            "input_len_delta.count": int(count),
-            "input_len_ratio": ratio,
-            "input_len_delta.p50": p50,
-            "input_len_delta.min": lo,
-            "input_len_delta.max": hi,
-        }
-    )
-
-
-def _breakdowns(con: duckdb.DuckDBPyConnection, out: dict[str, Any], run: str | None, duration_ns: int) -> None:
-    for _, status, reason, n in con.execute(sql_text("reasons")).fetchall():
-        out[f"failures.{status}.{reason or 'unknown'}"] = n
-    for _, tier, _, ratio in con.execute(sql_text("cache_tiers")).fetchall():
-        out[f"prefix_hit_ratio.tier.{tier}"] = ratio
-    for _, inst, _, ratio, trace in con.execute(sql_text("cache_instances")).fetchall():
-        out[f"prefix_hit_ratio.instance.{inst}"] = ratio
-        out[f"trace_hit_ratio.instance.{inst}"] = trace
-    con.execute(f"CREATE OR REPLACE TEMP TABLE kv_transfers AS {sql_text('kv_transfers').rstrip().rstrip(';')}")
-    kv = con.execute(sql_text("kv_totals")).fetchone()
-    count, nbytes, dur, mean, _, share = kv[1:] if kv else (0, 0, 0, None, 0, None)
-    out.update(
-        {
-            "kv_transfer.count": int(count),
-            "kv_transfer.bytes": int(nbytes or 0),
-            "kv_transfer.time_s": ns_to_s(dur or 0),
-            "kv_transfer.mean_ms": None if mean is None else ns_to_ms(mean),
-            "kv_transfer.ttft_share": share,
-        }
-    )
-    rows = con.execute(sql_text("instance_totals"), {"run": run, "duration_ns": duration_ns}).fetchall()
-    for _, inst, util, steps, batch, kv_mean, kv_max in rows:
-        out.update(
-            {
-                f"instance.{inst}.utilisation": util,
-                f"instance.{inst}.steps": int(steps),
-                f"instance.{inst}.batch": batch,
-                f"instance.{inst}.kv_occupancy": kv_mean,
-                f"instance.{inst}.kv_occupancy_max": kv_max,
-            }
-        )
+def by_source() -> dict[str, list[Metric]]:
+    """Catalogue rows grouped by SQL file, run_totals first, then in catalogue order."""
+    groups: dict[str, list[Metric]] = {TOTALS: []}
+    for m in catalogue.CATALOGUE:
+        groups.setdefault(m.sql, []).append(m)
+    return groups
 
 
 def figures(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> dict[str, Any]:
-    """All figures of the single run open on `con` (see README section 'metrics' for each formula)."""
+    """All figures of the single run open on `con` (see each SQL file's header for its formulas)."""
     prepare(con, slo)
-    runs = [r[0] for r in con.execute("SELECT DISTINCT run FROM per_request").fetchall()]
+    build_kv_transfers(con)
     out: dict[str, Any] = {}
-    duration_ns = _totals(con, out)
-    _latency(con, out)
-    _itl(con, out)
-    _input_len(con, out)
-    _breakdowns(con, out, runs[0] if runs else None, duration_ns)
+    bound: dict[str, Any] = {"percentiles": [p for _, p in PERCENTILES]}
+    for source, metrics in by_source().items():
+        for m in (m for m in metrics if m.shape is Shape.POOLED):
+            out.update(_pooled(con, m, bound))
+        metrics = [m for m in metrics if m.shape is not Shape.POOLED]
+        if not metrics:
+            continue
+        rows = records(con, source, bound)
+        if source == TOTALS:
+            bound |= rows[0] if rows else {"run": None, "duration_ns": 0}
+        out.update(_from_rows(metrics, rows))
     return {k: (float(v) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def summary(run_dir: str | Path, slo: Slo | None = None) -> dict[str, Any]:
+    """The figures of one run as a flat dict with stable keys ("ttft_ms.p99", "slo_attainment", ...)."""
+    con = open_runs([run_dir])
+    try:
+        return figures(con, slo)
+    finally:
+        con.close()

@@ -6,9 +6,14 @@ import glob
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, TABLES
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
 
 _DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "string": "VARCHAR", "double": "DOUBLE"}
 
@@ -31,7 +36,7 @@ def expand(runs: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def check_run(run_dir: Path) -> dict:
+def check_run(run_dir: Path) -> dict[str, Any]:
     """run.json of a run directory; ConfigError (one line) when it is not a readable kvbench run."""
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: no such run directory")
@@ -50,7 +55,7 @@ def check_run(run_dir: Path) -> dict:
     return manifest
 
 
-def _type_name(t) -> str:
+def _type_name(t: pa.DataType) -> str:
     import pyarrow as pa
 
     if pa.types.is_dictionary(t):
@@ -103,7 +108,7 @@ def run_names(dirs: list[Path]) -> list[str]:
     return [str(d) for d in dirs]
 
 
-def open_runs(runs: Sequence[str | Path], threads: int | None = None):
+def open_runs(runs: Sequence[str | Path], threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with views events, requests, steps, server_metrics over the runs (column `run`)."""
     import duckdb
 

@@ -6,8 +6,15 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from kvbench.analysis.runset import open_runs
+from kvbench.analysis.slo import parse_slo
+from kvbench.analysis.tables import prepare
 from kvbench.config import ConfigError
+
+if TYPE_CHECKING:
+    import pandas
 
 
 def run_query(
@@ -15,8 +22,6 @@ def run_query(
 ) -> None:
     """Open the runs (views events, requests, steps, server_metrics; table per_request) and print the query."""
     import duckdb
-
-    from kvbench.analysis.metrics import open_runs, parse_slo, prepare
 
     con = open_runs(runs)
     try:
@@ -38,7 +43,7 @@ def run_query(
         _print_table(df, limit)
 
 
-def _cell(v) -> str:
+def _cell(v: object) -> str:
     """A table cell: empty for SQL NULL, which pandas hands over as None, NaN, NaT or pd.NA (whose truth value
     raises, so no `v != v`); lists and arrays (DuckDB LIST columns) as their text."""
     import pandas as pd
@@ -46,7 +51,7 @@ def _cell(v) -> str:
     return "" if pd.api.types.is_scalar(v) and pd.isna(v) else str(v)
 
 
-def _print_table(df, limit: int) -> None:
+def _print_table(df: pandas.DataFrame, limit: int) -> None:
     from rich.console import Console
     from rich.table import Table
 

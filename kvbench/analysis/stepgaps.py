@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kvbench.analysis.sqlfiles import sql_text
+
 if TYPE_CHECKING:
     import duckdb
     import numpy as np
@@ -91,7 +93,9 @@ def itl_weights(seg: dict[str, np.ndarray], sp: dict[str, np.ndarray]) -> np.nda
     return weight + through[:size] * seg["n_steps"]
 
 
-def _end_counts(seg, lo, hi, s, e) -> tuple[np.ndarray, np.ndarray]:
+def _end_counts(
+    seg: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarray, s: np.ndarray, e: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Gaps a span gets at lo and at hi (0 where hi == lo: lo's count is the whole span), negatives as 0."""
     import numpy as np
 
@@ -132,7 +136,9 @@ def _rank_longest_first(gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[codes], distinct[order]
 
 
-def _tbt_block(seg, rank, sp, m) -> np.ndarray:
+def _tbt_block(
+    seg: dict[str, np.ndarray], rank: tuple[np.ndarray, np.ndarray], sp: dict[str, np.ndarray], m: np.ndarray
+) -> np.ndarray:
     """TBT of the spans of one block; m = segments each spans."""
     import numpy as np
 
@@ -160,8 +166,6 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     """Temp table step_instances and views step_segments (row_no = segment index), step_spans (lo, hi: row_no),
     step_itl (run, gap_ns, n over finished requests) and step_tbt (run, req_id, tbt_ns); empty without steps."""
     import numpy as np
-
-    from kvbench.analysis.metrics import sql_text
 
     con.execute(sql_text("step_instances"))
     seg = segments(con.execute(sql_text("step_rows")).fetchnumpy())

@@ -13,6 +13,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvbench.config import ConfigError
+
+if TYPE_CHECKING:  # the runner, targets and workloads load when a search runs: `kvbench report` reads goodput.json
+    from rich.console import Console
+
+    from kvbench.analysis.slo import Slo
+    from kvbench.target import TargetSpec
+    from kvbench.workload.load import Workload
 
 MAX_DOUBLINGS = 16  # 2**16 x the start rate: a target that never fails is reported as "not bracketed"
 
@@ -120,10 +130,8 @@ def write_result(result: GoodputResult, out_dir: Path) -> tuple[Path, Path]:
     return jpath, cpath
 
 
-def read_result(path: Path) -> dict:
+def read_result(path: Path) -> dict[str, Any]:
     """A goodput.json (or the directory holding one), as written by `write_result`."""
-    from kvbench.config import ConfigError
-
     p = path / "goodput.json" if path.is_dir() else path
     try:
         doc = json.loads(p.read_text())
@@ -138,9 +146,9 @@ def read_result(path: Path) -> dict:
 class ProbePlan:
     """How one probe run is made: the workload and target, how rates are applied, where runs go."""
 
-    workload: object  # kvbench.workload.load.Workload
-    spec: object  # kvbench.target.TargetSpec
-    slo: object  # kvbench.analysis.metrics.Slo
+    workload: Workload
+    spec: TargetSpec
+    slo: Slo
     out_dir: Path
     base_rate: float  # the trace's own rate (requests/s) over the requests a probe replays
     arrivals: str = "scale"  # scale | poisson
@@ -162,12 +170,16 @@ def run_probe(plan: ProbePlan, rate: float) -> Probe:
     _, stats = execute(wl, plan.spec, RunOptions(plan.seed, None, run_dir))
     if stats.status == "interrupted":  # Ctrl-C during a probe ends the search (exit 130), the runs are kept
         raise KeyboardInterrupt
-    df = per_request(open_runs([run_dir]), plan.slo)
+    con = open_runs([run_dir])
+    try:
+        df = per_request(con, plan.slo)
+    finally:
+        con.close()
     attained = float(df["good"].fillna(False).astype(bool).mean()) if len(df) else 0.0
     return Probe(rate, attained, len(df), str(run_dir))
 
 
-def _sim_gpus(spec) -> int | None:
+def _sim_gpus(spec: TargetSpec) -> int | None:
     """GPUs of a sim cluster: instances x tensor-parallel degree summed over its pools (None for other targets)."""
     if getattr(spec, "kind", None) != "sim":
         return None
@@ -179,8 +191,6 @@ def _sim_gpus(spec) -> int | None:
 def _out_dir(out: Path | None) -> Path:
     from datetime import datetime
 
-    from kvbench.config import ConfigError
-
     if out is None:
         return Path("reports") / f"goodput-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -188,9 +198,19 @@ def _out_dir(out: Path | None) -> Path:
     return out
 
 
-def _plan(*, trace, workload, target, overrides, slo, arrivals, max_requests, seed, out) -> ProbePlan:
-    from kvbench.analysis.metrics import parse_slo
-    from kvbench.config import ConfigError
+def _plan(
+    *,
+    trace: Path | None,
+    workload: str | None,
+    target: str,
+    overrides: list[str],
+    slo: str,
+    arrivals: str,
+    max_requests: int | None,
+    seed: int,
+    out: Path | None,
+) -> ProbePlan:
+    from kvbench.analysis.slo import parse_slo
     from kvbench.target import resolve
     from kvbench.workload import load
 
@@ -210,26 +230,24 @@ def _plan(*, trace, workload, target, overrides, slo, arrivals, max_requests, se
 
 def goodput_command(
     *,
-    trace,
-    workload,
-    target,
-    overrides,
-    slo,
-    attainment,
-    precision,
-    max_requests,
-    start_rate,
-    arrivals,
-    gpus,
-    out,
-    seed,
+    trace: Path | None,
+    workload: str | None,
+    target: str,
+    overrides: list[str],
+    slo: str,
+    attainment: float,
+    precision: float,
+    max_requests: int | None,
+    start_rate: float | None,
+    arrivals: str,
+    gpus: int | None,
+    out: Path | None,
+    seed: int,
 ) -> int:
     """`kvbench goodput`: search, print the curve, write goodput.json/csv. Exit 1 if no probed rate passed."""
     from dataclasses import replace
 
     from rich.console import Console
-
-    from kvbench.config import ConfigError
 
     if not 0 < attainment <= 1 or not 0 < precision < 1:
         raise ConfigError(f"--attainment must be in (0, 1] and --precision in (0, 1), got {attainment}, {precision}")
@@ -247,17 +265,7 @@ def goodput_command(
         out=out,
     )
     console = Console(stderr=True)
-    result_probes: list[Probe] = []
-
-    def measure(rate: float) -> Probe:
-        with console.status(f"probe {len(result_probes) + 1}: {rate:,.4g} req/s"):
-            p = run_probe(plan, rate)
-        result_probes.append(p)
-        verdict = "[green]pass[/]" if p.attainment >= attainment else "[red]fail[/]"
-        console.print(f"  {rate:>12,.4f} req/s  attainment {p.attainment:7.2%}  {verdict}  ({p.requests:,} requests)")
-        return p
-
-    result = search(measure, start_rate or plan.base_rate, attainment, precision)
+    result = search(_measure(plan, attainment, console), start_rate or plan.base_rate, attainment, precision)
     result = replace(result, gpus=gpus or _sim_gpus(plan.spec), slo=_slo_dict(plan.slo))
     jpath, cpath = write_result(result, plan.out_dir)
     print(format_result(result))
@@ -265,7 +273,22 @@ def goodput_command(
     return 0 if result.rate is not None else 1
 
 
-def _slo_dict(slo) -> dict:
+def _measure(plan: ProbePlan, attainment: float, console: Console) -> Callable[[float], Probe]:
+    """One probe per call, shown while it runs and printed with its verdict when done."""
+    done: list[Probe] = []
+
+    def measure(rate: float) -> Probe:
+        with console.status(f"probe {len(done) + 1}: {rate:,.4g} req/s"):
+            p = run_probe(plan, rate)
+        done.append(p)
+        verdict = "[green]pass[/]" if p.attainment >= attainment else "[red]fail[/]"
+        console.print(f"  {rate:>12,.4f} req/s  attainment {p.attainment:7.2%}  {verdict}  ({p.requests:,} requests)")
+        return p
+
+    return measure
+
+
+def _slo_dict(slo: Slo | None) -> dict[str, float]:
     return slo.as_ms() if slo is not None else {}  # vLLM keys: ttft, tpot, e2el (+ tbt), in ms
 
 

@@ -8,32 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.analysis.bootstrap import LEVEL, RESAMPLES, delta_ci, has_ci
-from kvbench.analysis.metrics import Slo
+from kvbench.analysis.catalogue import headline_keys
+from kvbench.analysis.slo import Slo, parse_slo
 from kvbench.config import ConfigError
-
-HEADLINE = (
-    "ttft_ms.mean",
-    "ttft_ms.p50",
-    "ttft_ms.p99",
-    "tpot_ms.mean",
-    "tpot_ms.p50",
-    "tpot_ms.p99",
-    "itl_ms.p50",
-    "itl_ms.p99",
-    "e2e_ms.mean",
-    "e2e_ms.p99",
-    "tbt_ms.p99",
-    "client_lag_ms.p99",
-    "request_throughput",
-    "output_token_throughput",
-    "slo_attainment",
-    "goodput",
-    "prefix_hit_ratio",
-    "trace_hit_ratio",
-    "errors",
-    "rejected",
-    "running",
-)
+from kvbench.present import fmt, summary
 
 
 @dataclass(frozen=True)
@@ -59,8 +37,6 @@ def split_key(key: str) -> tuple[str, str]:
 
 def load_side(path: str | Path, slo: Slo | None = None) -> dict[str, Any]:
     """A summary document from a run directory (computed now) or a summary.json file."""
-    from kvbench.present import summary
-
     p = Path(path)
     if p.is_dir():
         return summary.build(p, slo)
@@ -93,22 +69,14 @@ def delta_for(
 def compare(
     base: dict[str, Any], cand: dict[str, Any], keys: list[str] | None = None, resamples: int = RESAMPLES
 ) -> list[Delta]:
-    """Deltas for `keys` (default: the headline metrics both sides have)."""
+    """Deltas for `keys` (default: the catalogue's headline metrics either side has)."""
     if keys is None:
-        keys = [k for k in HEADLINE if k in base["metrics"] or k in cand["metrics"]]
+        keys = [k for k in headline_keys() if k in base["metrics"] or k in cand["metrics"]]
     return [delta_for(k, base, cand, resamples) for k in keys]
 
 
 def all_keys(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     return sorted(set(base["metrics"]) | set(cand["metrics"]))
-
-
-def _fmt(v: float | None, pct: bool = False) -> str:
-    if v is None:
-        return "—"
-    if pct:
-        return f"{v * 100:+.1f} %"
-    return f"{v:,.4g}" if abs(v) < 1e5 else f"{v:,.0f}"
 
 
 def print_table(deltas: list[Delta], base_name: str, cand_name: str, resamples: int) -> None:
@@ -118,7 +86,7 @@ def print_table(deltas: list[Delta], base_name: str, cand_name: str, resamples: 
     t = Table(
         title=f"{cand_name} vs {base_name}",
         title_justify="left",
-        caption=f"CI: {LEVEL:.0%} bootstrap interval of (candidate - baseline), {resamples} seeded resamples "
+        caption=f"CI: {fmt.share(LEVEL)} bootstrap interval of (candidate - baseline), {resamples} seeded resamples "
         f"of per-request values; * = interval excludes 0",
         caption_justify="left",
     )
@@ -128,20 +96,15 @@ def print_table(deltas: list[Delta], base_name: str, cand_name: str, resamples: 
         lo, hi = d.ci if d.ci else (None, None)
         t.add_row(
             d.metric,
-            _fmt(d.base),
-            _fmt(d.cand),
-            _fmt(d.delta),
-            _fmt(d.rel, True),
-            _fmt(lo),
-            _fmt(hi),
+            *(fmt.number(v, fmt.COMPARE) for v in (d.base, d.cand, d.delta)),
+            fmt.percent(d.rel, 1, signed=True),
+            *(fmt.number(v, fmt.COMPARE) for v in (lo, hi)),
             "*" if d.significant else "",
         )
     Console(width=140).print(t)
 
 
 def compare_command(base: Path, cand: Path, slo: str | None, resamples: int, json_out: bool, all_metrics: bool) -> None:
-    from kvbench.analysis.metrics import parse_slo
-
     if resamples < 10:
         raise ConfigError(f"--resamples must be >= 10, got {resamples}")
     s = parse_slo(slo) if slo else None

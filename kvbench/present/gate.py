@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kvbench.analysis.catalogue import Direction, direction_of, is_known
 from kvbench.config import ConfigError, check_keys
+from kvbench.present import fmt
 
 RULE_KEYS = (
     "name",
@@ -21,34 +23,22 @@ RULE_KEYS = (
     "min",
     "strict",
 )
-HIGHER_IS_BETTER = (
-    "request_throughput",
-    "output_token_throughput",
-    "total_token_throughput",
-    "goodput",
-    "slo_attainment",
-    "prefix_hit_ratio",
-    "trace_hit_ratio",
-    "finished",
-    "good",
-)
-DYNAMIC = re.compile(
-    r"(prefix_hit_ratio|trace_hit_ratio)\.(tier|instance)\.[^.]+|failures\.[A-Z]+\..+"
-    r"|instance\.[^.]+\.(utilisation|steps|batch|kv_occupancy|kv_occupancy_max)"
-)
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
     key: str  # summary metric key, e.g. "ttft_ms.p99"
-    direction: str  # "lower" or "higher" is better
+    direction: Direction  # which way is better; NEITHER: a change either way counts against the tolerance
     tolerance_pct: float | None = None  # allowed worsening, % of the baseline value
     tolerance_abs: float | None = None  # allowed worsening, in the metric's unit
     min_samples: int = 0
     max: float | None = None  # absolute limits on the candidate
     min: float | None = None
     strict: bool = False  # fail on a difference beyond tolerance even when its interval includes zero
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "direction", Direction(self.direction))  # "lower" given as text works too
 
 
 @dataclass(frozen=True)
@@ -80,19 +70,20 @@ def _num(data: dict, key: str, loc: str, integer: bool = False) -> Any:
     return v
 
 
-def parse_rule(data: dict, i: int, path: str, text: str, known: Callable[[str], bool]) -> Rule:
-    """One [[rule]] table; errors name the file, line and key."""
+def parse_rule(data: dict[str, Any], i: int, path: str, text: str) -> Rule:
+    """One [[rule]] table; errors name the file, line and key. The metric must be in the catalogue; its direction
+    defaults to the catalogue's."""
     check_keys(data, RULE_KEYS, path, text, "rule")
     loc = _rule_loc(path, text, i)
     metric, stat = data.get("metric"), data.get("statistic")
     if not isinstance(metric, str) or not metric:
         raise ConfigError(f'{loc}: the rule needs metric = "..." (e.g. ttft_ms with statistic = "p99")')
     key = f"{metric}.{stat}" if stat else metric
-    if not known(key):
+    if not is_known(key):
         raise ConfigError(f"{loc}: unknown metric {key!r} (see `kvbench summary RUN --json` for the names)")
-    direction = data.get("direction", "higher" if metric in HIGHER_IS_BETTER else "lower")
-    if direction not in ("lower", "higher"):
-        raise ConfigError(f'{loc}: direction must be "lower" or "higher" (is better), got {direction!r}')
+    direction = data.get("direction", direction_of(key))
+    if direction not in tuple(Direction):
+        raise ConfigError(f'{loc}: direction must be "lower", "higher" or "neither" (is better), got {direction!r}')
     pct, tol = _num(data, "tolerance_pct", loc), _num(data, "tolerance_abs", loc)
     if pct is not None and tol is not None:
         raise ConfigError(f"{loc}: give tolerance_pct or tolerance_abs, not both")
@@ -102,7 +93,7 @@ def parse_rule(data: dict, i: int, path: str, text: str, known: Callable[[str], 
     return Rule(
         str(data.get("name") or key),
         key,
-        direction,
+        Direction(direction),
         pct,
         tol,
         _num(data, "min_samples", loc, True) or 0,
@@ -112,14 +103,13 @@ def parse_rule(data: dict, i: int, path: str, text: str, known: Callable[[str], 
     )
 
 
-def parse_rules(data: dict, path: str, text: str, known_keys: set[str]) -> tuple[Rule, ...]:
+def parse_rules(data: dict[str, Any], path: str, text: str) -> tuple[Rule, ...]:
     """Rules of a gates.toml: a list of [[rule]] tables."""
     check_keys(data, ("rule",), path, text)
     rules = data.get("rule")
     if not isinstance(rules, list) or not rules or not all(isinstance(r, dict) for r in rules):
         raise ConfigError(f"{path}: expected one or more [[rule]] tables")
-    known = lambda k: k in known_keys or bool(DYNAMIC.fullmatch(k))  # noqa: E731
-    return tuple(parse_rule(r, i, path, text, known) for i, r in enumerate(rules))
+    return tuple(parse_rule(r, i, path, text) for i, r in enumerate(rules))
 
 
 def _samples(doc: dict[str, Any], key: str) -> int:
@@ -130,9 +120,24 @@ def _samples(doc: dict[str, Any], key: str) -> int:
 
 def _limits(rule: Rule, cand: float) -> str | None:
     if rule.max is not None and cand > rule.max:
-        return f"{cand:.6g} above the limit {rule.max:g}"
+        return f"{fmt.number(cand, fmt.EXACT)} above the limit {fmt.short(rule.max)}"
     if rule.min is not None and cand < rule.min:
-        return f"{cand:.6g} below the limit {rule.min:g}"
+        return f"{fmt.number(cand, fmt.EXACT)} below the limit {fmt.short(rule.min)}"
+    return None
+
+
+PASSING = ("pass", "noisy")
+
+
+def _verdict(rule: Rule, status: str, message: str, cand: float | None = None) -> Verdict:
+    """A verdict decided before any comparison with the baseline."""
+    return Verdict(rule, status in PASSING, status, None, cand, None, None, None, message)
+
+
+def _too_few(rule: Rule, base: dict[str, Any] | None, cand: dict[str, Any]) -> str | None:
+    for side, doc in (("candidate", cand), ("baseline", base)):
+        if doc is not None and _samples(doc, rule.key) < rule.min_samples:
+            return f"{side} has {_samples(doc, rule.key)} samples, the rule needs {rule.min_samples}"
     return None
 
 
@@ -140,55 +145,40 @@ def check(rule: Rule, base: dict[str, Any] | None, cand: dict[str, Any], delta_f
     """Verdict of one rule. delta_fn(key, base, cand) -> compare.Delta (point difference and its interval)."""
     c = cand["metrics"].get(rule.key)
     if c is None:
-        return Verdict(rule, False, "missing", None, None, None, None, None, "candidate has no value")
-    for side, doc in (("candidate", cand), ("baseline", base)):
-        if doc is not None and _samples(doc, rule.key) < rule.min_samples:
-            return Verdict(
-                rule,
-                False,
-                "samples",
-                None,
-                c,
-                None,
-                None,
-                None,
-                f"{side} has {_samples(doc, rule.key)} samples, the rule needs {rule.min_samples}",
-            )
+        return _verdict(rule, "missing", "candidate has no value")
+    few = _too_few(rule, base, cand)
+    if few:
+        return _verdict(rule, "samples", few, c)
     limit = _limits(rule, c)
     if limit or base is None:
-        return Verdict(
-            rule, not limit, "limit" if limit else "pass", None, c, None, None, None, limit or "within limits"
-        )
+        return _verdict(rule, "limit" if limit else "pass", limit or "within limits", c)
     d = delta_fn(rule.key, base, cand)
     if d.base is None:
-        return Verdict(rule, False, "missing", None, c, None, None, None, "baseline has no value")
-    worse = d.delta if rule.direction == "lower" else -d.delta
+        return _verdict(rule, "missing", "baseline has no value", c)
+    worse = _worsening(rule.direction, d.delta)
     allowed = rule.tolerance_abs if rule.tolerance_abs is not None else abs(d.base) * (rule.tolerance_pct or 0) / 100
     if worse <= allowed:
-        return Verdict(rule, True, "pass", d.base, c, d.delta, d.ci, allowed, "within tolerance")
-    if not rule.strict and d.significant is False:
-        return Verdict(
-            rule,
-            True,
-            "noisy",
-            d.base,
-            c,
-            d.delta,
-            d.ci,
-            allowed,
-            "beyond tolerance but the interval includes 0 (noise); strict = true fails it",
+        status, message = "pass", "within tolerance"
+    elif not rule.strict and d.significant is False:
+        status, message = "noisy", "beyond tolerance but the interval includes 0 (noise); strict = true fails it"
+    else:
+        status = "regression"
+        message = (
+            f"{_moved(rule.direction, worse)} by {fmt.number(abs(d.delta), fmt.EXACT)}, "
+            f"allowed {fmt.number(allowed, fmt.EXACT)}"
         )
-    return Verdict(
-        rule,
-        False,
-        "regression",
-        d.base,
-        c,
-        d.delta,
-        d.ci,
-        allowed,
-        f"{'worse' if worse > 0 else 'changed'} by {abs(d.delta):.6g}, allowed {allowed:.6g}",
-    )
+    return Verdict(rule, status in PASSING, status, d.base, c, d.delta, d.ci, allowed, message)
+
+
+def _worsening(direction: Direction, delta: float) -> float:
+    """How much worse the candidate is (negative: better); with no better direction, any change counts."""
+    if direction is Direction.NEITHER:
+        return abs(delta)
+    return delta if direction is Direction.LOWER else -delta
+
+
+def _moved(direction: Direction, worse: float) -> str:
+    return "worse" if worse > 0 and direction is not Direction.NEITHER else "changed"
 
 
 def evaluate(
@@ -198,13 +188,13 @@ def evaluate(
 
 
 def _f(v: float | None) -> str:
-    return "—" if v is None else f"{v:.6g}"
+    return fmt.number(v, fmt.EXACT)
 
 
 def _tol(r: Rule) -> str:
     if r.tolerance_abs is not None:
-        return f"±{r.tolerance_abs:g}"
-    return f"{r.tolerance_pct:g} %" if r.tolerance_pct is not None else "0"
+        return f"±{fmt.short(r.tolerance_abs)}"
+    return f"{fmt.short(r.tolerance_pct)} %" if r.tolerance_pct is not None else "0"
 
 
 def to_markdown(verdicts: list[Verdict], title: str = "kvbench gate") -> str:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
+from kvbench.analysis.catalogue import uses_slo
+from kvbench.analysis.slo import parse_slo, slo_from_ms
 from kvbench.config import ConfigError, load_toml
+from kvbench.present.compare import delta_for, load_side
+from kvbench.present.gate import Rule, evaluate, parse_rules, to_junit, to_markdown
 
 
-def load_rules(path: Path):
-    from kvbench.present.gate import parse_rules
-    from kvbench.present.summary import known_metrics
-
+def load_rules(path: Path) -> tuple[Rule, ...]:
+    """The rules of a gates.toml; errors name the file and line."""
     data, text = load_toml(path)
-    return parse_rules(data, str(path), text, known_metrics())
+    return parse_rules(data, str(path), text)
 
 
 def _write(path: Path, text: str) -> None:
@@ -24,11 +27,17 @@ def _write(path: Path, text: str) -> None:
         raise ConfigError(f"{path}: cannot write ({e.strerror})") from None
 
 
-def _check_same_slo(rules, base, cand, base_path, cand_path) -> None:
+def _check_same_slo(
+    rules: tuple[Rule, ...],
+    base: dict[str, Any] | None,
+    cand: dict[str, Any],
+    base_path: Path | None,
+    cand_path: Path,
+) -> None:
     """SLO-dependent figures of two sides are comparable only under the same SLOs."""
     if base is None or (base.get("slo_ms") or {}) == (cand.get("slo_ms") or {}):
         return
-    used = [r.key for r in rules if r.key in ("good", "goodput", "slo_attainment")]
+    used = [r.key for r in rules if uses_slo(r.key)]
     if used:
         raise ConfigError(
             f"{cand_path}: summarised with SLOs {cand.get('slo_ms')}, baseline {base_path} with "
@@ -42,10 +51,6 @@ def gate_command(
     """Exit code: 0 every rule passes, 1 a rule fails (regression, limit, too few samples, missing value)."""
     from rich.console import Console
     from rich.markdown import Markdown
-
-    from kvbench.analysis.metrics import parse_slo, slo_from_ms
-    from kvbench.present.compare import delta_for, load_side
-    from kvbench.present.gate import evaluate, to_junit, to_markdown
 
     rules = load_rules(rules_path)
     s = parse_slo(slo) if slo else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 
@@ -17,8 +18,11 @@ matplotlib.use("Agg")  # headless: reports are rendered on CI machines without a
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from kvbench.present import fmt  # noqa: E402
 
 WIDTH_IN = 10.0
 PANEL_H_IN = 2.8
@@ -39,18 +43,20 @@ def palette_for(runs: list[str]) -> dict[str, tuple]:
     return dict(zip(runs, sns.color_palette("colorblind", max(len(runs), 1))))
 
 
-def _figure(rows: int, cols: int = 1, height: float = PANEL_H_IN, sharex: bool = True):
+def _figure(rows: int, cols: int = 1, height: float = PANEL_H_IN, sharex: bool = True) -> tuple[Figure, np.ndarray]:
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.85):
         fig = Figure(figsize=(WIDTH_IN, height * rows), layout="constrained")
         axes = fig.subplots(rows, cols, sharex=sharex, squeeze=False)
     return fig, axes
 
 
-def _legend(ax) -> None:
+def _legend(ax: Axes) -> None:
     """One compact legend: seaborn's (hue/style entries) merged with lines labelled by the builder."""
-    handles, labels, title = [], [], None
-    if ax.get_legend() is not None:
-        leg = ax.get_legend()
+    handles: list[Any] = []  # a legend's handles may be None (entries drawn without an artist)
+    labels: list[str] = []
+    title = None
+    leg = ax.get_legend()
+    if leg is not None:
         handles, labels = list(leg.legend_handles), [t.get_text() for t in leg.get_texts()]
         title = leg.get_title().get_text() or None
     for h, label in zip(*ax.get_legend_handles_labels()):
@@ -70,8 +76,8 @@ def _legend(ax) -> None:
         )  # outside: never hides data
 
 
-def _tick(value: float, _pos=None) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+def _tick(value: float, _pos: object = None) -> str:
+    return fmt.number(value, fmt.TICK)
 
 
 def latency_cdfs(df: pd.DataFrame, palette: dict | None = None) -> Figure:
@@ -132,14 +138,14 @@ def _time_ticks(columns: list[float]) -> tuple[list[float], list[str]]:
     """Tick positions (cell centres) and labels at round times, about ten across the heatmap."""
     t = np.asarray(columns, dtype=float)
     if len(t) < 2:
-        return [0.5] * len(t), [f"{v:g}" for v in t]
+        return [0.5] * len(t), [fmt.short(v) for v in t]
     raw = (t[-1] - t[0]) / 10
     exp = 10.0 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
     step = next((m * exp for m in (1, 2, 5, 10) if m * exp >= raw), 10 * exp)
     marks = np.arange(math.ceil(t[0] / step) * step, t[-1] + step / 2, step)
     pos = np.searchsorted(t, marks - 1e-9)
     keep = pos < len(t)
-    return [float(p) + 0.5 for p in pos[keep]], [f"{m:,.6g}" for m in marks[keep]]
+    return [float(p) + 0.5 for p in pos[keep]], [fmt.number(m, fmt.MARK) for m in marks[keep]]
 
 
 def _uniform(t: np.ndarray) -> np.ndarray:
@@ -247,9 +253,15 @@ def attainment_curve(
         errorbar=None,
         estimator=None,
     )
-    ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.0%}")
+    ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {fmt.share(target)}")
     if goodput_rate is not None:
-        ax.axvline(goodput_rate, color="black", linestyle=":", linewidth=1, label=f"goodput {goodput_rate:.4g} req/s")
+        ax.axvline(
+            goodput_rate,
+            color="black",
+            linestyle=":",
+            linewidth=1,
+            label=f"goodput {fmt.number(goodput_rate, fmt.BRIEF)} req/s",
+        )
     ax.set(xlabel="offered request rate (req/s)", ylabel="SLO attainment", ylim=(-0.02, 1.02))
     _legend(ax)
     return fig

@@ -8,6 +8,18 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kvbench.present import fmt
+from kvbench.present.rows import Row, delta
+from kvbench.present.summary import client_lag_warning
+
+if TYPE_CHECKING:
+    from kvbench.present.collect import RunData
+    from kvbench.present.sections import Section
+
+Goodput = tuple[str, dict[str, Any]]  # (label, goodput.json document)
 
 CSS = """
 :root{--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--bg:#fff;--alt:#f6f8fa;--accent:#0969da;--good:#1a7f37;--bad:#cf222e}
@@ -37,18 +49,18 @@ footer{color:var(--muted);font-size:12px;margin-top:36px;border-top:1px solid va
 """
 
 
-def esc(value) -> str:
+def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def md_esc(value) -> str:
+def md_esc(value: object) -> str:
     """Text safe in a Markdown table cell: HTML-escaped, Markdown punctuation backslashed, one line."""
     text = html.escape("" if value is None else str(value), quote=True)
     text = re.sub(r"([\\`*_\[\]|#~!])", r"\\\1", text)
     return " ".join(text.split())
 
 
-def _hex(colour) -> str:
+def _hex(colour: Sequence[float]) -> str:
     r, g, b = (int(round(c * 255)) for c in colour[:3])
     return f"#{r:02x}{g:02x}{b:02x}"
 
@@ -65,7 +77,7 @@ def _table(head: list[str], rows: list[list[str]], num_from: int = 1) -> str:
     return f'<div class="wrap"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-META_FIELDS = [
+META_FIELDS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("run_id", lambda m: m.get("run_id")),
     ("status", lambda m: m.get("status")),
     ("workload", lambda m: (m.get("workload") or {}).get("name")),
@@ -80,51 +92,56 @@ META_FIELDS = [
 ]
 
 
-def _runs_html(runs, palette) -> str:
+def _runs_html(runs: list[RunData], palette: dict[str, Any]) -> str:
     head = ["field"] + [
         f'<span class="swatch" style="background:{_hex(palette[r.name])}"></span>{esc(r.name)}' for r in runs
     ]
     rows = [["path"] + [f'<span class="mono">{esc(r.path)}</span>' for r in runs]]
     for label, get in META_FIELDS:
         rows.append([esc(label)] + [esc(get(r.manifest)) if get(r.manifest) is not None else "–" for r in runs])
-    rows.append(["SLO (ms)"] + [esc(", ".join(f"{k}≤{v:g}" for k, v in r.slo.items()) or "none") for r in runs])
+    rows.append(["SLO (ms)"] + [esc(fmt.limits(r.slo) or "none") for r in runs])
     return _table(head, rows, num_from=len(head))
 
 
-def _summary_html(runs, rows) -> str:
+def _summary_html(runs: list[RunData], rows: list[Row]) -> str:
     return _table(
         ["metric"] + [esc(r.name) for r in runs], [[esc(row.label)] + [esc(v) for v in row.values] for row in rows]
     )
 
 
-def _comparison_html(runs, rows, delta) -> str:
+def _comparison_html(runs: list[RunData], rows: list[Row]) -> str:
     base = runs[0].name
     head = ["metric", f"{esc(base)} (base)"] + [f"{esc(r.name)} − base" for r in runs[1:]]
     body = []
     for row in rows:
         cells = [
             f'<span class="{cls}">{esc(text)}</span>'
-            for text, cls in (delta(row.raw[0], v, row.direction, row.kind) for v in row.raw[1:])
+            for text, cls in (delta(row.raw[0], v, row.direction, row.display) for v in row.raw[1:])
         ]
         body.append([esc(row.label), esc(row.values[0])] + cells)
     return _table(head, body)
 
 
-def _goodput_html(goodputs) -> str:
+def _rate(doc: dict[str, Any]) -> str:
+    return "none" if doc.get("rate") is None else fmt.number(doc["rate"], fmt.BRIEF)
+
+
+def _per_gpu(doc: dict[str, Any]) -> str:
+    return fmt.number(doc.get("per_gpu"), fmt.BRIEF)
+
+
+def _goodput_html(goodputs: list[Goodput]) -> str:
     rows = []
     for label, doc in goodputs:
-        rate = "none" if doc.get("rate") is None else f"{doc['rate']:.4g}"
-        per_gpu = "–" if doc.get("per_gpu") is None else f"{doc['per_gpu']:.4g}"
-        slo = ", ".join(f"{k}≤{v:g}" for k, v in (doc.get("slo") or {}).items())
-        rows.append(
-            [esc(label), esc(f"{doc['target']:.0%}"), esc(slo), esc(rate), esc(per_gpu), esc(len(doc["curve"]))]
-        )
+        slo = fmt.limits(doc.get("slo") or {})
+        cells = [label, fmt.share(doc["target"]), slo, _rate(doc), _per_gpu(doc), len(doc["curve"])]
+        rows.append([esc(c) for c in cells])
     return _table(["search", "attainment target", "SLO (ms)", "goodput (req/s)", "per GPU", "probes"], rows, num_from=3)
 
 
-def _failures_html(runs) -> str:
+def _failures_html(runs: list[RunData]) -> str:
     rows = [
-        [esc(r.name), esc(kind), f'<span class="mono">{esc(detail)}</span>', esc(f"{n:,}")]
+        [esc(r.name), esc(kind), f'<span class="mono">{esc(detail)}</span>', esc(fmt.count(n))]
         for r in runs
         for kind, detail, n in r.failures
     ]
@@ -133,7 +150,7 @@ def _failures_html(runs) -> str:
     return _table(["run", "kind", "detail", "requests"], rows, num_from=3)
 
 
-def _figure_html(s) -> str:
+def _figure_html(s: Section) -> str:
     if s.png_b64 is None:
         return f'<h3 id="{esc(s.key)}">{esc(s.title)}</h3><div class="note">{esc(s.note)}</div>'
     return (
@@ -142,19 +159,25 @@ def _figure_html(s) -> str:
     )
 
 
-def lag_warnings(runs) -> list[str]:
+def lag_warnings(runs: list[RunData]) -> list[str]:
     """The client-lag warning of each run whose run.json says the client fell behind (plain, unescaped text)."""
-    from kvbench.present.summary import client_lag_warning
-
     return [w for w in (client_lag_warning(r.manifest.get("client_lag"), r.name) for r in runs) if w]
 
 
-def render_html(runs, sections, rows, goodputs, palette, delta, version: str) -> str:
+def render_html(
+    runs: list[RunData],
+    sections: list[Section],
+    rows: list[Row],
+    goodputs: list[Goodput],
+    palette: dict[str, Any],
+    version: str,
+) -> str:
+    """The report as one self-contained HTML page."""
     parts = [("runs", "Runs", _runs_html(runs, palette) if runs else "")]
     if runs:
         parts.append(("summary", "Summary", _summary_html(runs, rows)))
     if len(runs) > 1:
-        parts.append(("comparison", "Comparison with the first run", _comparison_html(runs, rows, delta)))
+        parts.append(("comparison", "Comparison with the first run", _comparison_html(runs, rows)))
     if goodputs:
         parts.append(("goodput", "Goodput search", _goodput_html(goodputs)))
     parts.append(("figures", "Figures", "".join(_figure_html(s) for s in sections)))
@@ -179,54 +202,57 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def render_md(runs, rows, goodputs, delta) -> str:
+def _md_runs(runs: list[RunData], rows: list[Row]) -> list[str]:
+    out = _md_table(
+        ["run", "status", "workload", "target", "SLO (ms)"],
+        [
+            [
+                md_esc(r.name),
+                md_esc(r.manifest.get("status")),
+                md_esc((r.manifest.get("workload") or {}).get("name")),
+                md_esc((r.manifest.get("target") or {}).get("name")),
+                md_esc(fmt.limits(r.slo, le="<=") or "none"),
+            ]
+            for r in runs
+        ],
+    )
+    out += ["", "## Summary", ""]
+    return out + _md_table(
+        ["metric"] + [md_esc(r.name) for r in runs],
+        [[md_esc(row.label)] + [md_esc(v) for v in row.values] for row in rows],
+    )
+
+
+def _md_comparison(runs: list[RunData], rows: list[Row]) -> list[str]:
+    mark = {"better": " ✅", "worse": " ❌", "same": ""}
+    cells = [
+        [
+            md_esc(text) + mark[cls]
+            for text, cls in (delta(row.raw[0], v, row.direction, row.display) for v in row.raw[1:])
+        ]
+        for row in rows
+    ]
+    return ["", f"## Comparison with {md_esc(runs[0].name)}", ""] + _md_table(
+        ["metric", "base"] + [md_esc(r.name) for r in runs[1:]],
+        [[md_esc(row.label), md_esc(row.values[0])] + c for row, c in zip(rows, cells)],
+    )
+
+
+def render_md(runs: list[RunData], rows: list[Row], goodputs: list[Goodput]) -> str:
+    """The report as Markdown (no figures): runs, summary, comparison, goodput searches, failures."""
     out = ["# kvbench report", ""]
     out += [line for w in lag_warnings(runs) for line in (f"> **⚠ Warning:** {md_esc(w)}", "")]
     if runs:
-        out += _md_table(
-            ["run", "status", "workload", "target", "SLO (ms)"],
-            [
-                [
-                    md_esc(r.name),
-                    md_esc(r.manifest.get("status")),
-                    md_esc((r.manifest.get("workload") or {}).get("name")),
-                    md_esc((r.manifest.get("target") or {}).get("name")),
-                    md_esc(", ".join(f"{k}<={v:g}" for k, v in r.slo.items()) or "none"),
-                ]
-                for r in runs
-            ],
-        )
-        out += ["", "## Summary", ""]
-        out += _md_table(
-            ["metric"] + [md_esc(r.name) for r in runs],
-            [[md_esc(row.label)] + [md_esc(v) for v in row.values] for row in rows],
-        )
+        out += _md_runs(runs, rows)
     if len(runs) > 1:
-        out += ["", f"## Comparison with {md_esc(runs[0].name)}", ""]
-        mark = {"better": " ✅", "worse": " ❌", "same": ""}
-        out += _md_table(
-            ["metric", "base"] + [md_esc(r.name) for r in runs[1:]],
-            [
-                [md_esc(row.label), md_esc(row.values[0])]
-                + [md_esc(t) + mark[c] for t, c in (delta(row.raw[0], v, row.direction, row.kind) for v in row.raw[1:])]
-                for row in rows
-            ],
-        )
+        out += _md_comparison(runs, rows)
     if goodputs:
         out += ["", "## Goodput search", ""]
         out += _md_table(
             ["search", "target", "goodput (req/s)", "per GPU"],
-            [
-                [
-                    md_esc(label),
-                    f"{doc['target']:.0%}",
-                    "none" if doc.get("rate") is None else f"{doc['rate']:.4g}",
-                    "–" if doc.get("per_gpu") is None else f"{doc['per_gpu']:.4g}",
-                ]
-                for label, doc in goodputs
-            ],
+            [[md_esc(label), fmt.share(doc["target"]), _rate(doc), _per_gpu(doc)] for label, doc in goodputs],
         )
-    failures = [[md_esc(r.name), md_esc(k), md_esc(d), f"{n:,}"] for r in runs for k, d, n in r.failures]
+    failures = [[md_esc(r.name), md_esc(k), md_esc(d), fmt.count(n)] for r in runs for k, d, n in r.failures]
     if failures:
         out += ["", "## Failures", ""] + _md_table(["run", "kind", "detail", "requests"], failures)
     return "\n".join(out) + "\n"

@@ -7,30 +7,26 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from kvbench.analysis.metrics import LATENCIES, Slo, slo_from_manifest
-from kvbench.analysis.runset import check_run
+from kvbench.analysis import catalogue
+from kvbench.analysis.bootstrap import samples
+from kvbench.analysis.catalogue import STATS, Metric
+from kvbench.analysis.figures import figures
+from kvbench.analysis.metrics import timeseries
+from kvbench.analysis.runset import check_run, open_runs
+from kvbench.analysis.slo import Slo, slo_from_manifest
 from kvbench.config import ConfigError
+from kvbench.present import fmt
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 SUMMARY_VERSION = 1
-_LABELS = {
-    "ttft_ms": "TTFT",
-    "tpot_ms": "TPOT",
-    "itl_ms": "ITL",
-    "e2e_ms": "E2E",
-    "client_lag_ms": "client lag",
-    "tbt_ms": "TBT (Mooncake)",
-    "queue_ms": "queueing (sim)",
-}
 
 
 def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) -> dict[str, Any]:
     """The summary.json document: run identity, SLOs used, flat figures, bootstrap samples, time buckets."""
-    from kvbench.analysis.bootstrap import samples
-    from kvbench.analysis.figures import figures
-    from kvbench.analysis.metrics import open_runs, timeseries
-
     run_dir = Path(run_dir)
     manifest = check_run(run_dir)
     slo = slo if slo is not None else slo_from_manifest(manifest)
@@ -70,18 +66,14 @@ def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) ->
         con.close()
 
 
-def _num(v: Any, spec: str) -> str:
-    return format(v, spec) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
-
-
-def client_lag_warning(client_lag: Any, run: str) -> str | None:
+def client_lag_warning(client_lag: Any, run: Any) -> str | None:
     """One line when run.json's client_lag says the client fell behind (behind is true), else None."""
     if not isinstance(client_lag, dict) or client_lag.get("behind") is not True:
         return None
+    p99, threshold = fmt.number(client_lag.get("p99_ms"), fmt.ONE_DECIMAL), fmt.short(client_lag.get("threshold_ms"))
     return (
-        f"run {run}: the client fell behind the schedule: send lag p99 {_num(client_lag.get('p99_ms'), '.1f')} "
-        f"ms > threshold {_num(client_lag.get('threshold_ms'), 'g')} ms; its latencies (TTFT, E2E) include "
-        f"client delay"
+        f"run {run}: the client fell behind the schedule: send lag p99 {p99} ms > threshold {threshold} ms; "
+        f"its latencies (TTFT, E2E) include client delay"
     )
 
 
@@ -127,88 +119,83 @@ def load(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.1f}"
+def _label(m: Metric) -> str:
+    return f"{m.label} ({m.note})" if m.note else m.label
 
 
-def latency_table(m: dict[str, Any], title: str):
+def latency_table(m: dict[str, Any], title: str) -> Table:
+    """One row per distribution in the catalogue that has values: count, mean, percentiles, max (ms)."""
     from rich.table import Table
 
-    stats = ("count", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
     t = Table(title=title, title_justify="left")
     t.add_column("latency (ms)")
-    for s in stats:
+    for s in STATS:
         t.add_column(s, justify="right")
-    for key, label in _LABELS.items():
-        if m.get(f"{key}.count"):
-            t.add_row(label, *(_fmt(m.get(f"{key}.{s}")) for s in stats))
+    for metric in catalogue.distributions():
+        if m.get(f"{metric.key}.count"):
+            t.add_row(_label(metric), *(fmt.number(m.get(f"{metric.key}.{s}")) for s in STATS))
     return t
 
 
-def totals_table(m: dict[str, Any], slo_ms: dict[str, float]):
+def totals_table(m: dict[str, Any], slo_ms: dict[str, float]) -> Table:
+    """Counts, duration, throughput, SLO, cache, input length, failures, KV transfers and preemptions as lines."""
     from rich.table import Table
 
+    n, num = fmt.count, fmt.number
     t = Table(show_header=False, box=None, padding=(0, 2))
     t.add_row(
         "requests",
-        f"{m['requests']:,} ({m['finished']:,} finished, {m['errors']:,} errors, "
-        f"{m['rejected']:,} rejected, {m['cancelled']:,} cancelled, {m['running']:,} still running)",
+        f"{n(m['requests'])} ({n(m['finished'])} finished, {n(m['errors'])} errors, "
+        f"{n(m['rejected'])} rejected, {n(m['cancelled'])} cancelled, {n(m['running'])} still running)",
     )
-    t.add_row("duration", f"{m['duration_s']:,.3f} s (first ARRIVE to last terminal event)")
+    t.add_row("duration", f"{num(m['duration_s'], fmt.DECIMALS)} s (first ARRIVE to last terminal event)")
     t.add_row(
         "throughput",
-        f"{_fmt(m['request_throughput'])} req/s, {_fmt(m['output_token_throughput'])} output tok/s, "
-        f"{_fmt(m['total_token_throughput'])} total tok/s",
+        f"{num(m['request_throughput'])} req/s, {num(m['output_token_throughput'])} output tok/s, "
+        f"{num(m['total_token_throughput'])} total tok/s",
     )
-    slo = ", ".join(f"{k}≤{v:g} ms" for k, v in slo_ms.items()) or "none given (good = finished)"
-    t.add_row("SLO", f"{slo}: attainment {_fmt(m['slo_attainment'])}, goodput {_fmt(m['goodput'])} req/s")
-    t.add_row("prefix cache", f"hit ratio {_fmt(m['prefix_hit_ratio'])} (trace-implied {_fmt(m['trace_hit_ratio'])})")
+    slo = fmt.limits(slo_ms, unit=" ms") or "none given (good = finished)"
+    t.add_row("SLO", f"{slo}: attainment {num(m['slo_attainment'])}, goodput {num(m['goodput'])} req/s")
+    t.add_row("prefix cache", f"hit ratio {num(m['prefix_hit_ratio'])} (trace-implied {num(m['trace_hit_ratio'])})")
     if m.get("input_len_delta.count"):
         t.add_row("input length", input_len_text(m))
-    tiers = sorted(k for k in m if k.startswith("prefix_hit_ratio.tier."))
-    if tiers:
-        t.add_row("hits by tier", ", ".join(f"{k.removeprefix('prefix_hit_ratio.tier.')} {_fmt(m[k])}" for k in tiers))
-    for k in sorted(k for k in m if k.startswith("failures.")):
-        t.add_row(k, _fmt(m[k]))
+    for label, values in _per_row_lines(m):
+        t.add_row(label, values)
     if m["kv_transfer.count"]:
         t.add_row(
             "KV transfers",
-            f"{m['kv_transfer.count']:,}, {m['kv_transfer.bytes']:,} bytes, "
-            f"{_fmt(m['kv_transfer.time_s'])} s, {_fmt(m['kv_transfer.ttft_share'])} of TTFT",
+            f"{n(m['kv_transfer.count'])}, {n(m['kv_transfer.bytes'])} bytes, "
+            f"{num(m['kv_transfer.time_s'])} s, {num(m['kv_transfer.ttft_share'])} of TTFT",
         )
     if m["preemptions"] or m["migrations"]:
-        t.add_row("preemptions", f"{m['preemptions']:,} ({m['preempted']:,} requests), migrations {m['migrations']:,}")
+        t.add_row(
+            "preemptions", f"{n(m['preemptions'])} ({n(m['preempted'])} requests), migrations {n(m['migrations'])}"
+        )
     return t
 
 
-def _signed(v: float) -> str:
-    text = f"{int(v):+,}" if float(v).is_integer() else f"{v:+,.1f}"
-    return text.replace("-", "−")
+def _per_row_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
+    """Hits by tier on one line ('dram 0.167, hbm 0.250'), then a line per failure key."""
+    tier = catalogue.by_key("prefix_hit_ratio.tier.{tier}")
+    tiers = sorted((fields["tier"], k) for k, fields in _matches(m, tier))
+    lines = [(tier.label, ", ".join(f"{name} {fmt.number(m[k])}" for name, k in tiers))] if tiers else []
+    failures = catalogue.by_key("failures.{status}.{reason}")
+    return lines + [(k, fmt.number(m[k])) for k in sorted(k for k, _ in _matches(m, failures))]
+
+
+def _matches(m: dict[str, Any], metric: Metric) -> list[tuple[str, dict[str, str]]]:
+    """The keys of `m` a PER_ROW metric made, with their placeholders' values."""
+    pattern = metric.pattern()
+    return [(k, match.groupdict()) for k in m if (match := pattern.fullmatch(k))]
 
 
 def input_len_text(m: dict[str, Any]) -> str:
     """Achieved (server prompt_tokens) vs intended prompt length, one line (sql/input_len.sql)."""
     return (
-        f"achieved/intended {_fmt(m['input_len_ratio'])} over {m['input_len_delta.count']:,} requests, "
-        f"achieved − intended p50 "
-        f"{_signed(m['input_len_delta.p50'])} tokens (min {_signed(m['input_len_delta.min'])}, "
-        f"max {_signed(m['input_len_delta.max'])})"
+        f"achieved/intended {fmt.number(m['input_len_ratio'])} over {fmt.count(m['input_len_delta.count'])} "
+        f"requests, achieved − intended p50 {fmt.signed(m['input_len_delta.p50'])} tokens "
+        f"(min {fmt.signed(m['input_len_delta.min'])}, max {fmt.signed(m['input_len_delta.max'])})"
     )
-
-
-_INSTANCE_COLUMNS = {
-    "steps": "steps",
-    "utilisation": "utilisation",
-    "batch": "mean batch",
-    "kv_occupancy": "KV occ. mean",
-    "kv_occupancy_max": "KV occ. max",
-    "prefix_hit_ratio": "prefix hit ratio",
-    "trace_hit_ratio": "trace-implied",
-}
 
 
 def _natural(name: str) -> list:
@@ -216,35 +203,36 @@ def _natural(name: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
+def _instance_metrics() -> list[Metric]:
+    """The catalogue's per-instance figures (keys with an {instance} placeholder), in catalogue order."""
+    return [x for x in catalogue.per_row() if "{instance}" in x.key]
+
+
 def instance_rows(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per-instance figures regrouped from summary.json's flat keys (instance.I.F, prefix_hit_ratio.instance.I,
-    trace_hit_ratio.instance.I) as {instance: {figure: value}}, instances in natural order."""
+    """Per-instance figures regrouped from summary.json's flat keys (instance.I.utilisation,
+    prefix_hit_ratio.instance.I, ...) as {instance: {catalogue key: value}}, instances in natural order."""
     rows: dict[str, dict[str, Any]] = {}
-    for k, v in m.items():
-        if k.startswith("instance."):
-            inst, field = k.removeprefix("instance.").rsplit(".", 1)
-            rows.setdefault(inst, {})[field] = v
-        elif k.startswith(("prefix_hit_ratio.instance.", "trace_hit_ratio.instance.")):
-            field, _, inst = k.split(".", 2)
-            rows.setdefault(inst, {})[field] = v
+    for metric in _instance_metrics():
+        for k, fields in _matches(m, metric):
+            rows.setdefault(fields["instance"], {})[metric.key] = m[k]
     return {inst: rows[inst] for inst in sorted(rows, key=_natural)}
 
 
-def instances_table(m: dict[str, Any]):
+def instances_table(m: dict[str, Any]) -> Table | None:
     """One row per instance (steps, utilisation, batch, KV occupancy, hit ratios); None when the run has none.
     Columns no instance has (e.g. the step figures of a real endpoint) are left out."""
     from rich.table import Table
 
     rows = instance_rows(m)
-    cols = [c for c in _INSTANCE_COLUMNS if any(c in r for r in rows.values())]
     if not rows:
         return None
+    cols = [c for c in _instance_metrics() if any(c.key in r for r in rows.values())]
     t = Table(title=f"per instance ({len(rows)})", title_justify="left")
     t.add_column("instance")
     for c in cols:
-        t.add_column(_INSTANCE_COLUMNS[c], justify="right")
+        t.add_column(c.label, justify="right")
     for inst, r in rows.items():
-        t.add_row(inst, *(_fmt(r.get(c)) for c in cols))
+        t.add_row(inst, *(fmt.number(r.get(c.key)) for c in cols))
     return t
 
 
@@ -274,27 +262,3 @@ def print_run_summary(run_dir: str | Path, file: IO[str] | None = None) -> None:
         return
     write(doc, run_dir)
     print_summary(doc, file)
-
-
-def known_metrics() -> set[str]:
-    """Metric keys every summary has (gate rules may name these; per-instance/tier/reason keys are dynamic)."""
-    from kvbench.analysis.figures import COUNTS, NS_PER_S_RATES, STATS
-
-    keys = {f"{k}.{s}" for k in LATENCIES for s in STATS} | set(COUNTS) | set(NS_PER_S_RATES.values())
-    keys |= {
-        "duration_s",
-        "slo_attainment",
-        "prefix_hit_ratio",
-        "trace_hit_ratio",
-        "kv_transfer.count",
-        "kv_transfer.bytes",
-        "kv_transfer.time_s",
-        "kv_transfer.mean_ms",
-        "kv_transfer.ttft_share",
-        "input_len_ratio",
-        "input_len_delta.count",
-        "input_len_delta.p50",
-        "input_len_delta.min",
-        "input_len_delta.max",
-    }
-    return keys

@@ -12,8 +12,15 @@ import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from kvbench.eventlog import read_manifest, table_glob
+from kvbench.present import fmt
 from kvbench.units import ns_to_us
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas
 
 # Phase a kind opens (None: it only closes the open phase). Real and sim names differ where the meaning does.
 _OPENS_SIM = {
@@ -115,7 +122,7 @@ def request_events(slices: list[Slice], sim: bool, pid_of: dict[str, int]) -> li
     return out
 
 
-def step_events(steps, pid_of: dict[str, int]) -> list[dict]:
+def step_events(steps: pandas.DataFrame, pid_of: dict[str, int]) -> list[dict]:
     """Sim steps rows (DataFrame) -> "X" slices on each instance's track 0, and a KV-blocks counter."""
     out = []
     for r in steps.itertuples(index=False):
@@ -184,7 +191,7 @@ def _rank_sql() -> str:
     return "CASE kind " + " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(_RANK)) + " ELSE 99 END"
 
 
-def _read(con, run_dir: Path, max_requests: int):
+def _read(con: duckdb.DuckDBPyConnection, run_dir: Path, max_requests: int) -> tuple[list[tuple], int]:
     """(event rows of the first `max_requests` requests by arrival, total request count)."""
     files = _parts(run_dir, "events")
     if not files:
@@ -195,7 +202,8 @@ def _read(con, run_dir: Path, max_requests: int):
         "ORDER BY t0, req_id LIMIT ?",
         [max_requests],
     )
-    total = con.execute("SELECT count(DISTINCT req_id) FROM events").fetchone()[0]
+    counted = con.execute("SELECT count(DISTINCT req_id) FROM events").fetchone()
+    total = int(counted[0]) if counted else 0
     rows = con.execute(
         f"SELECT req_id, t_ns, CAST(kind AS VARCHAR), instance, "
         f"CASE WHEN kind IN ('ERROR', 'REJECT', 'CANCEL') THEN detail END FROM events "
@@ -205,7 +213,7 @@ def _read(con, run_dir: Path, max_requests: int):
     return rows, total
 
 
-def _read_steps(con, run_dir: Path, t_lo: int, t_hi: int):
+def _read_steps(con: duckdb.DuckDBPyConnection, run_dir: Path, t_lo: int, t_hi: int) -> pandas.DataFrame | None:
     files = _parts(run_dir, "steps")
     if not files:
         return None
@@ -226,8 +234,6 @@ def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -
     """The Chrome trace of a run as a dict ({"traceEvents": [...], "otherData": {...}})."""
     import duckdb
 
-    from kvbench.eventlog import read_manifest
-
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     con = duckdb.connect()
@@ -246,9 +252,10 @@ def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -
         if "tid" in e:
             lanes[e["pid"]] = max(lanes[e["pid"]], e["tid"] + 1)
     shown = min(total, max_requests)
-    note = f"{shown:,} of {total:,} requests" + ("" if shown == total else " (earliest arrivals; --max-requests)")
+    note = f"{fmt.count(shown)} of {fmt.count(total)} requests"
+    note += "" if shown == total else " (earliest arrivals; --max-requests)"
     if steps is not None and len(steps) >= MAX_STEPS:
-        note += f"; steps truncated to the first {MAX_STEPS:,} rows"
+        note += f"; steps truncated to the first {fmt.count(MAX_STEPS)} rows"
     return {
         "traceEvents": metadata_events(pid_of, lanes, sim) + events,
         "displayTimeUnit": "ms",

@@ -13,11 +13,10 @@ import pytest
 from kvbench.config import ConfigError
 from kvbench.present.compare import delta_for
 from kvbench.present.gate import Rule, check, parse_rules, to_junit, to_markdown
-from kvbench.present.summary import known_metrics
 
 
 def _rules(text: str):
-    return parse_rules(tomllib.loads(text), "gates.toml", text, known_metrics())
+    return parse_rules(tomllib.loads(text), "gates.toml", text)
 
 
 def _doc(ttft_values, **metrics):

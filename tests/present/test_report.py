@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from kvbench.analysis.catalogue import Direction, Display
 from kvbench.eventlog import EventLog, write_manifest
-from kvbench.present.report import auto_bucket_s, build_report, delta
+from kvbench.present.report import auto_bucket_s, build_report
+from kvbench.present.rows import delta
 from kvbench.records import Event
 
 MS = 1_000_000  # ns per ms
@@ -119,9 +121,10 @@ def test_report_is_deterministic(runs, html_two: str) -> None:
 
 
 def test_delta_directions() -> None:
-    assert delta(100.0, 80.0, -1) == ("-20 (-20.0%)", "better")  # latency down
-    assert delta(0.9, 0.95, 1, "pct") == ("+5.00 pp", "better")
-    assert delta(2, 2, 1, "int") == ("+0 (+0.0%)", "same") and delta(None, 1.0, 1) == ("–", "same")
+    lower, higher = Direction.LOWER, Direction.HIGHER
+    assert delta(100.0, 80.0, lower) == ("-20 (-20.0%)", "better")  # latency down
+    assert delta(0.9, 0.95, higher, Display.PCT) == ("+5.00 pp", "better")
+    assert delta(2, 2, higher, Display.INT) == ("+0 (+0.0%)", "same") and delta(None, 1.0, higher) == ("–", "same")
 
 
 def test_auto_bucket_is_round_and_bounded() -> None:

@@ -1,0 +1,175 @@
+"""The report's figures, in reading order: each a PNG drawn from the runs' frames, or a note saying why not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kvbench.present import fmt
+from kvbench.present.collect import CDF_POINTS, KV_SAMPLE, RunData
+
+if TYPE_CHECKING:
+    import pandas
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class Section:
+    """One figure of the report: its PNG (base64) or, when the runs hold no data for it, a note saying why."""
+
+    key: str
+    title: str
+    caption: str
+    png_b64: str | None = None
+    note: str = ""
+
+
+def _png(fig: Figure) -> str:
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=96, metadata={"Software": None})  # no version stamp: same bytes each time
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _concat(frames: list[pandas.DataFrame | None]) -> pandas.DataFrame | None:
+    import pandas as pd
+
+    kept = [f for f in frames if f is not None and len(f)]
+    return pd.concat(kept, ignore_index=True) if kept else None
+
+
+def _has(df: pandas.DataFrame | None, *cols: str) -> bool:
+    return df is not None and any(c in df and df[c].notna().any() and (df[c] != 0).any() for c in cols)
+
+
+# (key, title, caption, panels: [(y label, {legend: column})], columns of which one must hold data)
+TIME_FIGURES: tuple[tuple[str, str, str, list[tuple[str, dict[str, str]]], tuple[str, ...]], ...] = (
+    (
+        "latency-time",
+        "Latency over time",
+        "Percentiles of requests by the bucket they arrived in.",
+        [
+            ("TTFT (ms)", {"p50": "ttft_p50_ms", "p99": "ttft_p99_ms"}),
+            ("TPOT (ms)", {"p50": "tpot_p50_ms", "p99": "tpot_p99_ms"}),
+        ],
+        ("ttft_p50_ms", "tpot_p50_ms"),
+    ),
+    (
+        "throughput-time",
+        "Throughput over time",
+        "Requests finishing and output tokens per second.",
+        [("finished req/s", {"req/s": "finished_s"}), ("output tokens/s", {"tok/s": "output_tok_s"})],
+        ("finished_s",),
+    ),
+    (
+        "inflight-time",
+        "In-flight requests",
+        "Requests arrived and not yet ended at each bucket's end.",
+        [("in flight", {"in flight": "in_flight"})],
+        ("in_flight",),
+    ),
+    (
+        "cache-time",
+        "Prefix cache hits over time",
+        "Achieved: prompt tokens the target served from cache. Trace-implied: what an infinite cache would hold.",
+        [("hit ratio (%)", {"achieved": "hit_pct", "trace-implied": "trace_hit_pct"})],
+        ("hit_pct", "trace_hit_pct"),
+    ),
+    (
+        "errors-time",
+        "Failures over time",
+        "Requests ending in ERROR, REJECT or CANCEL per second.",
+        [("failed req/s", {"failed/s": "errors_s"})],
+        ("errors_s",),
+    ),
+)
+
+
+def _time_sections(ts: pandas.DataFrame | None, palette: dict[str, Any], bucket_s: float) -> list[Section]:
+    from kvbench.present.plots import Panel, over_time
+
+    if ts is None:
+        return [Section("over-time", "Over time", "", note="No requests in the log: nothing to draw over time.")]
+    ts = ts.assign(
+        finished_s=ts["finished"] / bucket_s,
+        errors_s=ts["errors"] / bucket_s,
+        hit_pct=ts["hit_ratio"] * 100,
+        trace_hit_pct=ts["trace_hit_ratio"] * 100,
+    )
+    out = []
+    for key, title, caption, panels, needed in TIME_FIGURES:
+        if _has(ts, *needed):
+            out.append(Section(key, title, caption, _png(over_time(ts, [Panel(*p) for p in panels], palette))))
+        else:
+            out.append(Section(key, title, caption, note="No data for this figure in these runs."))
+    return out
+
+
+def _load_sections(load: pandas.DataFrame | None) -> list[Section]:
+    from kvbench.present.plots import heatmap
+
+    caption_u = "Share of each time bucket an instance spent computing batch steps (simulator steps table)."
+    caption_kv = "Mean KV-cache blocks in use / capacity while busy (simulator steps table); grey: idle."
+    if load is None:
+        note = "No steps table (real-endpoint runs record no per-instance steps): heatmaps omitted."
+        return [
+            Section("util-heatmap", "Per-instance utilisation", caption_u, note=note),
+            Section("kv-heatmap", "Per-instance KV occupancy", caption_kv, note=note),
+        ]
+    return [
+        Section(
+            "util-heatmap",
+            "Per-instance utilisation",
+            caption_u,
+            _png(heatmap(load, "utilisation", "utilisation", vmax=1.0, fill=0.0)),
+        ),
+        Section(
+            "kv-heatmap",
+            "Per-instance KV occupancy",
+            caption_kv,
+            _png(heatmap(load, "kv_occupancy", "KV occupancy", vmax=1.0)),
+        ),
+    ]
+
+
+def build_sections(
+    runs: list[RunData], goodputs: list[tuple[str, dict[str, Any]]], palette: dict[str, Any], bucket_s: float
+) -> list[Section]:
+    """Every figure of the report, in reading order; figures without data become notes."""
+    import pandas as pd
+
+    from kvbench.present.plots import attainment_curve, kv_transfers, latency_cdfs
+
+    sections: list[Section] = []
+    for label, doc in goodputs:
+        curve = pd.DataFrame(doc["curve"]).assign(run=label)
+        sections.append(
+            Section(
+                f"goodput-{len(sections)}",
+                f"SLO attainment vs rate: {label}",
+                "Each point is one probe run; goodput is the highest rate meeting the target.",
+                _png(attainment_curve(curve, doc["target"], doc.get("rate"))),
+            )
+        )
+    cdf = _concat([r.cdf for r in runs])
+    caption = f"Finished requests; each curve is drawn from {CDF_POINTS} quantiles."
+    sections.append(
+        Section("cdf", "Latency CDFs", caption, _png(latency_cdfs(cdf, palette)))
+        if cdf is not None
+        else Section("cdf", "Latency CDFs", caption, note="No finished requests: no latency to draw.")
+    )
+    sections += _time_sections(_concat([r.timeseries for r in runs]), palette, bucket_s)
+    sections += _load_sections(_concat([r.load for r in runs]))
+    kv = _concat([r.kv for r in runs])
+    caption = (
+        "Fitted t = α + bytes/β per run: left of the dotted knee (α·β) transfers are RTT-bound, right of it "
+        f"bandwidth-bound. Up to {fmt.count(KV_SAMPLE)} transfers per run."
+    )
+    sections.append(
+        Section("kv-transfer", "KV transfer time vs size", caption, _png(kv_transfers(kv, palette)))
+        if kv is not None
+        else Section("kv-transfer", "KV transfer time vs size", caption, note="No KV transfers in these runs.")
+    )
+    return sections
