@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvbench.eventlog import read_manifest, table_glob
+from kvbench.eventlog import read_manifest
 from kvbench.present import fmt
 from kvbench.units import ns_to_us
 
