@@ -191,7 +191,7 @@ def _out_dir(out: Path | None) -> Path:
 def _plan(*, trace, workload, target, overrides, slo, arrivals, max_requests, seed, out) -> ProbePlan:
     from kvbench.analysis.metrics import parse_slo
     from kvbench.config import ConfigError
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload import load
 
     if arrivals not in ("scale", "poisson"):

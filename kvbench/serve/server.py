@@ -13,7 +13,7 @@ GET /metrics (Prometheus text), POST /tokenize. What it does, so clients can be 
   one token every `itl_ns`, each at an absolute deadline (sleeps never accumulate drift). Requests do not
   queue behind each other: every request is served as if alone. `fixed:` plans are constant (plus an optional
   per-uncached-token prefill cost); `sim[:PRESET]` plans come from a one-request simulator run
-  (kvbench/serve_timing.py builds both; kvbench/serve_sim.py says what the sim one models and leaves out).
+  (kvbench/serve/sources.py picks one; serve/sim_timing.py says what the sim one models and leaves out).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import orjson
 from aiohttp import web
 
 from kvbench.config import ConfigError
-from kvbench.serve.timing import Plan, Planner, planner_for
+from kvbench.serve.sources import planner_for
+from kvbench.serve.timing import Plan, Planner
 from kvbench.target import TargetSpec
 from kvbench.units import NS_PER_S
 
@@ -386,7 +387,7 @@ class _Stream:
             self.sent += 1
         await resp.write(self.chunk(None, self.finish_reason()))
         if self.job.include_usage:
-            body = {
+            body: dict[str, Any] = {
                 "id": self.rid,
                 "object": "chat.completion.chunk" if self.job.chat else "text_completion",
                 "created": self.created,

@@ -1,4 +1,4 @@
-"""Timing sources for `kvbench serve`: a Plan (TTFT, ITL) per request from fixed numbers or the simulator."""
+"""Timing plans for `kvbench serve`: the Plan a timing source gives each request, and the fixed source."""
 
 from __future__ import annotations
 
@@ -39,17 +39,3 @@ def fixed_planner(spec: TargetSpec) -> tuple[Planner, int]:
         return Plan(ttft_ns + per_token_ns * (prompt_tokens - cached_tokens), itl_ns)
 
     return plan, int(p.get("eos_tokens", 0))
-
-
-def planner_for(spec: TargetSpec, seed: int) -> tuple[Planner, int]:
-    """(planner, eos_tokens) for a resolved --target: fixed or sim."""
-    if spec.kind == "fixed":
-        return fixed_planner(spec)
-    if spec.kind == "sim":
-        from kvbench.serve.sim_timing import sim_planner
-
-        return sim_planner(spec, seed), 0
-    raise ConfigError(
-        f"kvbench serve: --target must be fixed:ttft_ms=..,itl_ms=.. or sim[:PRESET], "
-        f"got a {spec.kind!r} target ({spec.source})"
-    )

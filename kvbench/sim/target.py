@@ -39,8 +39,6 @@ from kvbench.sim.router import ROUTERS, RouterState
 from kvbench.sim.transfer import Granularity, exposed_ns, message_count, transfer_ns
 from kvbench.target import RunContext, TargetSpec
 
-STEPS_FLUSH_ROWS = 65_536  # ~16 MB of buffered step rows at most
-
 
 class SimTarget:
     def __init__(self, spec: TargetSpec, ctx: RunContext):
@@ -61,10 +59,8 @@ class SimTarget:
         self.model = first_cost.model
         self.kv_bytes = self.model.kv_bytes_per_token()
         self.gran = Granularity(cfg.transfer.granularity)
-        self.steps = ctx.log.table("steps")
-        self.ended = 0
         self.engines, n_nodes = make_engines(
-            cfg, self, costs, self.links, self._steps_append(), random.Random(rng.random())
+            cfg, self, costs, self.links, ctx.log.table("steps").append, random.Random(rng.random())
         )
         self.node_tiers, self.pool = make_tiers(cfg, n_nodes, self.kv_bytes, self.links)
         self.pool_link = next((tc.link for tc in cfg.tiers if tc.kind == "pool"), None)
@@ -92,13 +88,6 @@ class SimTarget:
             from kvbench.sim.star import Rescheduler
 
             self.resched = Rescheduler(self, cfg.reschedule, ctx.seed)
-
-    def _steps_append(self):
-        """The steps table's append: a PartWriter's row list when it has one (engines append to it directly and
-        the sim checks for a flush as requests end, see _end), else the writer's own append."""
-        buffer = getattr(self.steps, "rows", None)
-        self.steps_buffered = isinstance(buffer, list)
-        return buffer.append if self.steps_buffered else self.steps.append
 
     def _hot_paths(self, cfg) -> None:
         """What the per-request paths read, looked up once."""
@@ -356,11 +345,5 @@ class SimTarget:
     ) -> None:
         job.state = DONE
         del self.live[job.rid]
-        self.ended += 1
-        if not self.ended & 1023 and self.steps_buffered:  # engines append to the buffer directly: check it here
-            if len(self.steps.rows) >= STEPS_FLUSH_ROWS:
-                self.steps.flush()  # keep the buffered steps rows (3 or so per request) well below the log's default
-            else:
-                self.steps.check()  # the log's own time-based flush
         cached = job.cached if kind == FINISH else None
         self.emit((t, job.rid, kind, instance, tokens, cached, None, None, detail))

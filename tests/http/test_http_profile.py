@@ -6,7 +6,7 @@ import pytest
 
 from kvbench.config import ConfigError
 from kvbench.http.profile import EndpointProfile, load_profile
-from kvbench.target import resolve
+from kvbench.targets import resolve
 
 
 @pytest.mark.parametrize("name", ["openai", "llamacpp-local", "vllm-local", "sglang-local"])

@@ -272,7 +272,7 @@ def test_bad_target_is_one_line_exit_2(target, needle):
 
 def test_sim_target_timing_follows_one_request_simulation():
     from kvbench.serve.sim_timing import simulate_one
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
 
     # What the default preset's cluster gives one 40-token prompt with 8 output tokens, alone, in virtual time.
     want = simulate_one(resolve("sim"), 0, 40, 8)
@@ -306,7 +306,7 @@ def test_replay_through_kvbench_serve(tmp_path):
     import duckdb
 
     from kvbench.run import RunOptions, execute
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload.load import from_trace
 
     # (hash_ids, input tokens, output tokens). A block that is reused later is full where first seen: the trace

@@ -10,7 +10,8 @@ from kvbench.config import ConfigError
 from kvbench.eventlog import EventLog
 from kvbench.sim.cluster import parse_cluster
 from kvbench.sim.target import SimTarget
-from kvbench.target import RunContext, find_adapter, resolve
+from kvbench.target import RunContext
+from kvbench.targets import find_adapter, resolve
 
 GOOD = """kind = "sim"
 model = "Llama-3.1-8B"
