@@ -258,8 +258,8 @@ def test_client_disconnect_mid_stream_is_counted_not_a_traceback():
 @pytest.mark.parametrize(
     "target, needle",
     [
-        ("fixed:ttft_ms=-1", "fixed.ttft_ms must be a non-negative number"),
-        ("fixed:ttft_ms=5,servers=2", "unknown fixed target key 'servers'"),
+        ("fixed:ttft_ms=-1", "fixed:ttft_ms=-1: ttft_ms must be a number >= 0, got -1"),
+        ("fixed:ttft_ms=5,servers=2", "unknown key 'servers'; allowed: eos_tokens, itl_ms, kind, prefill_us_per_token"),
         ("http://127.0.0.1:1/v1", "--target must be fixed"),
     ],
 )
