@@ -45,6 +45,14 @@ class Range:
         return " and ".join(parts + ([] if self.hi is None else [f"<= {self.hi:g}"]))
 
 
+@dataclass(frozen=True)
+class NonEmpty:
+    """A string field that must not be empty: Annotated[str, NonEmpty()]."""
+
+    def holds(self, value: str) -> bool:
+        return bool(value)
+
+
 def dotted(path: KeyPath) -> str:
     """The key as a user writes it: array indexes left out (the line number tells which table)."""
     return ".".join(p for p in path if isinstance(p, str))
@@ -161,16 +169,21 @@ def read(cls: type[T], data: Any, src: Source, at: KeyPath = (), ignore: Iterabl
         raise src.bad(at, "a table", data)
     hints = get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    allowed = set(fields) | set(ignore)
-    for key in data:
-        if key not in allowed:
-            path = (*at, key)
-            raise src.error(path, f"unknown key {dotted(path)!r}; allowed: {', '.join(sorted(allowed))}")
+    reject_unknown(data, set(fields) | set(ignore), src, at)
     for name, f in fields.items():
         if name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise src.error(at, f"missing key {dotted((*at, name))!r}")
     values = {k: read_value(hints[k], v, src, (*at, k)) for k, v in data.items() if k in fields}
     return cls(**values)
+
+
+def reject_unknown(data: dict[str, Any], allowed: Iterable[str], src: Source, at: KeyPath = ()) -> None:
+    """Raise for the first key of table `data` not in `allowed`, naming its line and the allowed keys."""
+    allowed = set(allowed)
+    for key in data:
+        if key not in allowed:
+            path = (*at, key)
+            raise src.error(path, f"unknown key {dotted(path)!r}; allowed: {', '.join(sorted(allowed))}")
 
 
 def read_value(tp: Any, v: Any, src: Source, path: KeyPath) -> Any:
@@ -194,7 +207,7 @@ def _unwrap_optional(tp: Any) -> Any:
 def _fits(tp: Any, v: Any) -> bool:
     origin, args = get_origin(tp), get_args(tp)
     if origin is Annotated:
-        return _fits(args[0], v) and all(m.holds(v) for m in args[1:] if isinstance(m, Range))
+        return _fits(args[0], v) and all(m.holds(v) for m in args[1:] if isinstance(m, (Range, NonEmpty)))
     if origin in (Union, types.UnionType):
         return any(_fits(a, v) for a in args if a is not type(None))
     if tp is Any or dataclasses.is_dataclass(tp):
@@ -231,7 +244,8 @@ def _convert(tp: Any, v: Any, src: Source, path: KeyPath) -> Any:
         items = [args[0]] * len(v) if args[-1] is Ellipsis else list(args)
         return tuple(_convert(a, x, src, (*path, i)) for i, (a, x) in enumerate(zip(items, v)))
     if origin is dict or tp is dict:
-        return dict(v)
+        item = args[1] if args else Any
+        return {k: _convert(item, x, src, (*path, k)) for k, x in v.items()}
     return v
 
 
@@ -244,8 +258,11 @@ def _noun(tp: Any, plural: bool) -> str:
     origin, args = get_origin(tp), get_args(tp)
     s = "s" if plural else ""
     if origin is Annotated:
+        noun = _noun(args[0], plural)
+        if any(isinstance(m, NonEmpty) for m in args[1:]):
+            noun = "non-empty strings" if plural else "a non-empty string"
         bounds = " ".join(m.text() for m in args[1:] if isinstance(m, Range))
-        return f"{_noun(args[0], plural)} {bounds}".rstrip()
+        return f"{noun} {bounds}".rstrip()
     if origin in (Union, types.UnionType):
         return " or ".join(_noun(a, plural) for a in args if a is not type(None))
     if origin is Literal:
