@@ -281,19 +281,6 @@ def _noun(tp: Any, plural: bool) -> str:
     return "tables" if plural else "a table"
 
 
-def line_of(text: str, key: str) -> int | None:
-    """1-based line where `key = ...` (or a `[key]` table) first appears in TOML text, if found."""
-    leaf = key.rsplit(".", 1)[-1]
-    pat = re.compile(rf'^[ \t]*(?:"?{re.escape(leaf)}"?\s*=|\[+\s*{re.escape(key)}\s*\]+)', re.M)
-    m = pat.search(text)
-    return text.count("\n", 0, m.start()) + 1 if m else None
-
-
-def where(path: str | Path, text: str, key: str) -> str:
-    line = line_of(text, key)
-    return f"{path}:{line}" if line else str(path)
-
-
 def load_toml(path: str | Path) -> tuple[dict[str, Any], str]:
     """Parse a TOML file; returns (data, text). Syntax errors become ConfigError naming file and line."""
     p = Path(path)
@@ -309,15 +296,6 @@ def load_toml(path: str | Path) -> tuple[dict[str, Any], str]:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: TOML syntax error: {e}") from None
-
-
-def check_keys(data: dict[str, Any], allowed: Iterable[str], path: str | Path, text: str, section: str = "") -> None:
-    """Reject unknown keys, naming the file, line, key and the allowed set."""
-    allowed = set(allowed)
-    for key in data:
-        if key not in allowed:
-            full = f"{section}.{key}" if section else key
-            raise ConfigError(f"{where(path, text, full)}: unknown key {full!r}; allowed: {', '.join(sorted(allowed))}")
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:

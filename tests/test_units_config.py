@@ -7,7 +7,16 @@ from typing import Annotated, Literal
 
 import pytest
 
-from kvbench.config import ConfigError, Range, Source, apply_overrides, check_keys, load_toml, parse_override, read
+from kvbench.config import (
+    ConfigError,
+    Range,
+    Source,
+    apply_overrides,
+    load_toml,
+    parse_override,
+    read,
+    reject_unknown,
+)
 from kvbench.units import blocks_for, fmt_ns, ms_to_ns, ns_to_ms, parse_bytes, parse_count, s_to_ns
 
 
@@ -33,7 +42,7 @@ def test_unknown_key_names_file_line_and_allowed(tmp_path):
     with pytest.raises(
         ConfigError, match=r"x\.toml:5: unknown key 'router.cache_treshold'; allowed: .*cache_threshold"
     ):
-        check_keys(data["router"], {"name", "cache_threshold"}, p, text, "router")
+        reject_unknown(data["router"], {"name", "cache_threshold"}, Source(str(p), text), ("router",))
 
 
 def test_toml_syntax_error_and_directory(tmp_path):
@@ -55,10 +64,8 @@ def test_overrides_parse_toml_values_and_never_mutate():
         parse_override("novalue")
 
 
-def test_line_of_skips_blank_lines_to_the_key_itself():
-    from kvbench.config import line_of
-
-    assert line_of('a = 1\n\n\nname = "x"\n', "name") == 4  # not line 2 or 3 (blank lines before it)
+def test_lines_skip_blank_lines_to_the_key_itself():
+    assert Source("x.toml", 'a = 1\n\n\nname = "x"\n').line(("name",)) == 4  # not line 2 or 3 (blank lines before it)
 
 
 def test_run_json_redacts_credentials_but_not_token_counts():
