@@ -13,6 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kvbench.records import Request
+
 SCHEMA_VERSION = 1
 
 EVENTS = pa.schema(
@@ -66,8 +68,9 @@ SERVER_METRICS = pa.schema(
 )
 TABLES = {"events": EVENTS, "requests": REQUESTS, "steps": STEPS, "server_metrics": SERVER_METRICS}
 
-FLUSH_ROWS = 65_536  # rows per part at most: bounds the buffer's memory in a fast (simulated) run (~15 MB)
-FLUSH_NS = 1_000_000_000  # a real-time run flushes at least this often, so SIGKILL loses at most ~1 s
+FLUSH_ROWS = 65_536  # rows per part at most: bounds a buffer's memory in a fast (simulated) run (~15 MB)
+FLUSH_NS = 1_000_000_000  # a buffer is written once it is this old, so a SIGKILL loses at most ~1 s of a real run
+CHECK_ROWS = 4096  # EventLog.check looks at the buffers' age and size once per this many new events
 COMPACT_OVER_PARTS = 64  # a long real-time run leaves many small (1 s) parts; merge them on a clean close
 
 
@@ -104,7 +107,8 @@ def _write_options(schema: pa.Schema) -> dict:
 
 
 class PartWriter:
-    """Appends tuples in schema order and writes them as numbered Parquet parts in `dir/`.
+    """One table of a run: `append(row)` buffers a tuple in schema order; buffered rows are written as numbered
+    Parquet parts in `dir/` when the log finds them due (EventLog.check / tick / close, or after an `extend`).
 
     Each part is written to a temporary name and renamed, so a killed process leaves only complete files.
     """
@@ -115,10 +119,10 @@ class PartWriter:
         "prefix",
         "realtime",
         "rows",
+        "append",
         "parts",
-        "_last_flush_ns",
-        "_check_at",
         "written",
+        "_last_flush_ns",
         "_options",
     )
 
@@ -126,45 +130,26 @@ class PartWriter:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.schema, self.prefix, self.realtime = schema, prefix, realtime
-        self.rows: list[tuple] = []
+        self.rows: list[tuple] = []  # the buffer; emptied in place by a flush, never replaced
+        self.append = self.rows.append  # per row on hot paths (sim steps): a bare list append, no check
         self.parts: list[Path] = []
         self.written = 0
         self._last_flush_ns = time.monotonic_ns()
-        self._check_at = 1 if realtime else 4096
         self._options = _write_options(schema)
-
-    def append(self, row: tuple) -> None:
-        rows = self.rows
-        rows.append(row)
-        if len(rows) >= self._check_at:
-            self._maybe_flush()
-
-    def check(self) -> None:
-        """For callers that append to `rows` directly (bound `rows.append`, the list is never replaced)."""
-        if len(self.rows) >= self._check_at:
-            self._maybe_flush()
 
     def extend(self, rows: Iterable[tuple]) -> None:
         self.rows.extend(rows)
-        self._maybe_flush()
-
-    def _maybe_flush(self) -> None:
-        n = len(self.rows)
-        if n >= FLUSH_ROWS or time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS:
-            self.flush()
-        else:
-            self._check_at = n + (1 if self.realtime else 4096)
-
-    def tick(self) -> None:
-        """Flush if the oldest buffered row is about a second old, or the buffer is full (real-time callers
-        that append to `rows` directly call this often, ~10 times a second)."""
-        n = self.pending()
-        if n and (n >= FLUSH_ROWS or time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS):
-            self.flush()
+        self.flush_if_due()
 
     def pending(self) -> int:
         """Rows buffered, not yet in a part."""
         return len(self.rows)
+
+    def flush_if_due(self) -> None:
+        """Write the buffer if it is full or its oldest row is about a second old."""
+        n = self.pending()
+        if n and (n >= FLUSH_ROWS or time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS):
+            self.flush()
 
     def _take_table(self) -> pa.Table:
         """The buffered rows as a table; the buffers are emptied in place (callers hold bound appends)."""
@@ -174,7 +159,6 @@ class PartWriter:
 
     def flush(self) -> None:
         self._last_flush_ns = time.monotonic_ns()
-        self._check_at = 1 if self.realtime else 4096
         n = self.pending()
         if not n:
             return
@@ -246,39 +230,77 @@ def _chunk_table(chunks: list[tuple[int, int, int]]) -> pa.Table:
 
 
 class EventLog:
-    """The writers of one run (or one worker of a run): events, requests and, for the sim, steps."""
+    """The event log of one run (or one worker of a run), and the only way targets and the replayer write.
+
+    Writing: `emit(event)` (an Event or a 9-tuple in Event's field order), `emit_chunk((t_ns, req_id, tokens))`,
+    `write_request(req, trace_reuse_tokens)`, `table(name).append(row)` for a side table (`steps`,
+    `server_metrics`; tuples in that table's schema order). These only buffer. When buffers reach disk is
+    decided here: `check()` (cheap: call it often, e.g. per finished request) and `tick()` (call it a few times
+    a second in a real-time run) write each table whose buffer is full or a second old; `close()` writes the rest.
+    """
 
     def __init__(self, run_dir: str | os.PathLike, realtime: bool = False, worker: int | None = None):
         self.run_dir = Path(run_dir)
-        prefix = "part" if worker is None else f"w{worker:03d}"
-        self.events = EventsWriter(self.run_dir / "events", prefix, realtime)
-        self.requests = PartWriter(self.run_dir / "requests", REQUESTS, prefix, realtime)
+        self.realtime = realtime  # t_ns is wall-clock time (flushes by age matter) rather than virtual time
+        self._prefix = "part" if worker is None else f"w{worker:03d}"
+        self.events = EventsWriter(self.run_dir / "events", self._prefix, realtime)
+        self.requests = PartWriter(self.run_dir / "requests", REQUESTS, self._prefix, realtime)
+        self._writers: list[PartWriter] = [self.events, self.requests]
         self._extra: dict[str, PartWriter] = {}
-        self._prefix, self._realtime = prefix, realtime
-        self.emit = self.events.append  # targets call emit(Event) at event rate: keep it a bound method
+        self.emit = self.events.append  # per event: a bare list append, looked at by check()
         self.emit_chunk = self.events.chunks.append  # (t_ns, req_id, tokens) of a CHUNK event, see EventsWriter
+        self._event_rows = self.events.rows
+        self._check_at = CHECK_ROWS
         if realtime:
             # pyarrow loads its compute kernels on the first dictionary_encode (~0.4 s): do it now, before the
             # run's clock starts, not in the first flush in the middle of a real-time replay (it stalls sends).
             _to_table([(0, 0, "ARRIVE", None, None, None, None, None, None)], EVENTS)
             _chunk_table([(0, 0, 0)])  # and numpy's import
 
+    def write_request(self, req: Request, trace_reuse_tokens: int | None) -> None:
+        """The request's static facts (one row of `requests`); trace_reuse_tokens: None when not tracked."""
+        self.requests.append(
+            (
+                req.req_id,
+                req.session_id,
+                req.turn,
+                req.arrival_ns,
+                req.input_tokens,
+                req.output_tokens,
+                req.reason_tokens,
+                req.block_tokens,
+                len(req.hash_ids),
+                trace_reuse_tokens,
+                req.workload,
+            )
+        )
+
     def table(self, name: str) -> PartWriter:
-        """Writer of a further table (`steps`, `server_metrics`) created on first use."""
+        """Writer of a side table (`steps`, `server_metrics`; see TABLES), created on first use."""
         if name not in self._extra:
-            self._extra[name] = PartWriter(self.run_dir / name, TABLES[name], self._prefix, self._realtime)
+            if name not in TABLES or name in ("events", "requests"):
+                raise KeyError(f"no side table {name!r}; side tables: steps, server_metrics")
+            self._extra[name] = PartWriter(self.run_dir / name, TABLES[name], self._prefix, self.realtime)
+            self._writers.append(self._extra[name])
         return self._extra[name]
 
+    def check(self) -> None:
+        """Every CHECK_ROWS events: write the tables that are due (one comparison otherwise)."""
+        if len(self._event_rows) >= self._check_at:
+            self.tick()
+
     def tick(self) -> None:
-        self.events.tick()
-        self.requests.tick()
-        for w in self._extra.values():
-            w.tick()
+        """Write each table whose buffer is full or about a second old."""
+        for w in self._writers:
+            w.flush_if_due()
+        self._check_at = len(self._event_rows) + CHECK_ROWS
+
+    def events_logged(self) -> int:
+        """Events written and still buffered."""
+        return self.events.written + self.events.pending()
 
     def close(self) -> None:
-        self.events.close()
-        self.requests.close()
-        for w in self._extra.values():
+        for w in self._writers:
             w.close()
 
 

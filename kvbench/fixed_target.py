@@ -7,27 +7,30 @@ Used by tests and by users to check a pipeline (replay, metrics, gates, goodput 
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
+from typing import Annotated
 
-from kvbench.config import ConfigError, check_keys
+from kvbench.config import Range, Source, read
 from kvbench.records import ARRIVE, CANCEL, ERROR, FINISH, FIRST_TOKEN, LAST_TOKEN, SEND, Emit, Event, Request
 from kvbench.target import RunContext, TargetSpec
 from kvbench.units import ms_to_ns
 
-_KEYS = ("kind", "ttft_ms", "itl_ms", "servers", "fail_every")
+
+@dataclass(frozen=True)
+class FixedOptions:
+    ttft_ms: Annotated[float, Range(0)] = 50.0  # release -> first token, when a server is free
+    itl_ms: Annotated[float, Range(0)] = 10.0  # between tokens
+    servers: Annotated[int, Range(0)] = 0  # FIFO servers; 0 = unlimited
+    fail_every: Annotated[int, Range(0)] = 0  # every N-th released request ends in ERROR; 0 = never
 
 
 class FixedTarget:
     def __init__(self, spec: TargetSpec, ctx: RunContext):
-        p = spec.params
-        check_keys(p, _KEYS, spec.source, "", "fixed")
-        for key in ("ttft_ms", "itl_ms", "servers", "fail_every"):
-            value = p.get(key, 0)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ConfigError(f"{spec.source}: fixed.{key} must be a non-negative number, got {value!r}")
-        self.ttft_ns = ms_to_ns(p.get("ttft_ms", 50.0))
-        self.itl_ns = ms_to_ns(p.get("itl_ms", 10.0))
-        self.servers = int(p.get("servers", 0))
-        self.fail_every = int(p.get("fail_every", 0))
+        opts = read(FixedOptions, spec.params, Source.of(spec.source), ignore=("kind",))
+        self.ttft_ns = ms_to_ns(opts.ttft_ms)
+        self.itl_ns = ms_to_ns(opts.itl_ms)
+        self.servers = opts.servers
+        self.fail_every = opts.fail_every
         self._heap: list[tuple[int, int, int, Request]] = []  # (t_ns, seq, phase 0=release 1=complete 2=fail, req)
         self._seq = 0
         self._free: list[int] = [0] * self.servers  # when each server is next idle

@@ -62,12 +62,15 @@ class Replayer:
         concurrency: int | None = None,
         window: int = WINDOW,
         progress: Callable[[ReplayStats], None] | None = None,
+        stats: ReplayStats | None = None,
     ):
+        """`stats`: the counts to update as the run goes (a caller that keeps them has what was measured even
+        if run() raises); a fresh ReplayStats by default."""
         self.target, self.log = target, log
         self.concurrency = concurrency
         self.window = min(window, concurrency) if concurrency else window
         self.progress = progress
-        self.stats = ReplayStats()
+        self.stats = ReplayStats() if stats is None else stats
         self._sessions: dict[int, _Session] = {}
         self._session_of: dict[int, int] = {}  # req_id -> session_id, for submitted session turns
         self._ready: deque[Request] = deque()  # released session turns waiting for a closed-loop slot
@@ -78,13 +81,13 @@ class Replayer:
         self._next_progress = 0.0
         self._due_ns = DUE_NS  # real time: the next event time to check the log's flush and the progress at
         self._arrived: dict[int, int] = {}  # real time: ARRIVE time of requests not yet sent
-        events = log.events
-        self._append, self._flush_check = events.rows.append, events.check  # bound once: called per event
+        self._append, self._check = log.emit, log.check  # bound once: called per event / per terminal event
 
     def run(self, requests: Iterator[Request]) -> ReplayStats:
         self._stream = iter(requests)
+        self.stats.status = "running"
         self._top_up(0)
-        on_event = self._on_event if self.log.events.realtime else self._on_virtual_event
+        on_event = self._on_event if self.log.realtime else self._on_virtual_event
         try:
             self.target.run(on_event)
             self.stats.status = "complete"
@@ -95,7 +98,7 @@ class Replayer:
             self.stats.status = "failed"
             raise
         finally:
-            self.stats.events = self.log.events.written + self.log.events.pending()
+            self.stats.events = self.log.events_logged()
             self._report(force=True)
         return self.stats
 
@@ -122,7 +125,7 @@ class Replayer:
         """Simulated time: ~10 events a request, so only a list append and a set lookup for most of them."""
         self._append(ev)
         if ev[2] in TERMINAL:
-            self._flush_check()
+            self._check()
             self._on_terminal(ev)
 
     def _on_terminal(self, ev: Event) -> None:
@@ -167,6 +170,7 @@ class Replayer:
                 self._release_turn(sid, s.queue.popleft(), now_ns)
             return
         s.open = True
+        assert s.last_end_ns is not None  # a session's first request seen is admitted directly
         self._ready.append(req._replace(arrival_ns=max(s.last_end_ns + req.think_ns, now_ns)))
 
     def _cancel_unsent(self, req: Request, now_ns: int, why: str) -> None:
@@ -178,26 +182,25 @@ class Replayer:
     def _top_up(self, now_ns: int) -> None:
         while self.stats.in_flight < self.window and not self._stopping:
             if self._ready:
-                req = self._ready.popleft()
+                self._submit(self._ready.popleft(), now_ns)
             elif not self._exhausted:
                 req = next(self._stream, None)
                 if req is None:
                     self._exhausted = True
-                    continue
-                if not self._admit(req, now_ns):
-                    continue
+                elif self._admit(req, now_ns):
+                    self._submit(req, now_ns)
             else:
                 return
-            self._submit(req, now_ns)
 
     def _admit(self, req: Request, now_ns: int) -> bool:
-        """Route a pulled request: first turns go now; later turns wait for their session's previous turn."""
+        """Route a pulled request: a session's first request seen goes now (usually turn 0; a later turn when the
+        stream starts mid-session); later turns wait for their session's previous turn."""
         if req.session_id < 0:
             return True
         s = self._sessions.get(req.session_id)
         if s is None:
             s = self._sessions[req.session_id] = _Session()
-        if not s.open and s.last_end_ns is None:
+        if s.last_end_ns is None and not s.open and not s.queue:
             s.open = True  # the first turn seen starts the session, also when a cut dropped the earlier ones
             return True
         if s.open or s.queue:
@@ -216,22 +219,12 @@ class Replayer:
         self.target.submit(req, max(req.arrival_ns, now_ns))
 
     def _write_request(self, req: Request) -> None:
-        reuse = self._trace_reuse(req)
-        self.log.requests.append(
-            (
-                req.req_id,
-                req.session_id,
-                req.turn,
-                req.arrival_ns,
-                req.input_tokens,
-                req.output_tokens,
-                req.reason_tokens,
-                req.block_tokens,
-                len(req.hash_ids),
-                reuse,
-                req.workload,
-            )
-        )
+        self.log.write_request(req, self._trace_reuse(req))
+
+    def pass_over(self, req: Request) -> None:
+        """A request of the workload that this replayer does not release (another worker's shard): its prefix
+        blocks still count as seen for the trace-implied reuse of later requests."""
+        self.seen.add(req.hash_ids)
 
     def _trace_reuse(self, req: Request) -> int | None:
         """Tokens of the prompt an infinite prefix cache would hold, from blocks seen in earlier requests."""

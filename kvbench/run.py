@@ -1,24 +1,46 @@
-"""One replay run end to end: run directory, run.json manifest, event log, target, replayer, progress."""
+"""The one runner: a replay of a workload against any target, in this process or sharded by session over N
+forked worker processes; it owns the run directory, the run.json manifest and the event logs.
+
+Sharding (`workers` > 1): worker k replays the requests whose session (or, outside sessions, req_id) is k mod N,
+with its own target, replayer and event-log part files (`w00k-*.parquet`); CLOCK_MONOTONIC is system-wide, so
+one t0 puts every worker's t_ns on the same axis. The parent prepares the target once (for an endpoint: probe
+the model and calibrate), forks, gathers the workers' counts and client lags, and writes the single run.json.
+Fork (not spawn) lets each worker rebuild the workload stream from the same `Workload` object, whatever its
+source and shaping, without a picklable description of it.
+"""
 
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import platform
 import re
 import socket
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 
 from kvbench import __version__
+from kvbench.clientlag import client_lag
+from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, EventLog, read_manifest, write_manifest
+from kvbench.records import Request
 from kvbench.replay import Replayer, ReplayStats
-from kvbench.target import REALTIME_KINDS, RunContext, TargetSpec, build
+from kvbench.target import Registration, RunContext, TargetSpec
+from kvbench.targets import registration
+from kvbench.units import NS_PER_MS
 from kvbench.workload.load import Workload
+
+START_MARGIN_NS = 200 * NS_PER_MS  # a sharded run's t0 is this far after the fork, so every worker is ready at t = 0
+_STATUS_RANK = {"complete": 0, "interrupted": 1, "failed": 2}
+_COUNTS = ("submitted", "finished", "errors", "rejected", "cancelled", "events")
 
 
 @dataclass(frozen=True)
@@ -26,6 +48,7 @@ class RunOptions:
     seed: int = 0
     concurrency: int | None = None
     out: Path | None = None  # run directory; default reports/<run_id>/
+    workers: int = 1  # > 1: shard the replay by session over this many processes (real-time targets)
 
 
 def run_id_for(workload: Workload, spec: TargetSpec) -> str:
@@ -35,7 +58,7 @@ def run_id_for(workload: Workload, spec: TargetSpec) -> str:
 
 
 def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id: str) -> dict:
-    return {
+    manifest = {
         "schema_version": SCHEMA_VERSION,
         "kvbench_version": __version__,
         "run_id": run_id,
@@ -61,6 +84,9 @@ def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id:
             "params": _redacted(spec.params),
         },
     }
+    if opts.workers > 1:
+        manifest["workers"] = opts.workers
+    return manifest
 
 
 _SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "authorization", "auth", "bearer", "cookie"})
@@ -80,53 +106,169 @@ def _redacted(params: dict) -> dict:
 def execute(
     workload: Workload, spec: TargetSpec, opts: RunOptions, progress: Callable[[ReplayStats], None] | None = None
 ) -> tuple[Path, ReplayStats]:
-    """Replay `workload` against the target `spec`; returns the run directory and the final counts."""
-    if spec.kind in REALTIME_KINDS:  # imports and endpoint probes happen before t0, so they are not client lag
-        from kvbench.http.probe import prepared_spec
-
-        spec = prepared_spec(spec)
+    """Replay `workload` against the target `spec`; returns the run directory and the final (summed) counts.
+    `progress` is called with the counts as the run goes (in-process runs only)."""
+    reg = registration(spec.kind)
+    _check_workers(spec, reg, opts)
+    spec = reg.prepare(spec)  # before t0: set-up (probes, imports) is neither run time nor client lag
     run_id = run_id_for(workload, spec)
     run_dir = Path(opts.out) if opts.out else Path("reports") / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     manifest = manifest_for(workload, spec, opts, run_id)
     write_manifest(run_dir, manifest)
-    log = EventLog(run_dir, realtime=spec.kind in REALTIME_KINDS)
-    if spec.kind in REALTIME_KINDS:  # the full GC pass due after loading pyarrow/pandas (~50 ms) lands here,
-        gc.collect()  # not on the first requests; frozen objects are never rescanned
-        gc.freeze()
-    t0 = time.monotonic_ns()
-    stats = ReplayStats(status="failed")
+    stats, t0 = ReplayStats(status="failed"), time.monotonic_ns()
+    errors: list[str] = []
     try:
-        target = build(spec, RunContext(opts.seed, run_dir, log, t0))
-        replayer = Replayer(target, log, opts.concurrency, progress=progress)
-        stats = replayer.stats  # what was measured, even if run() raises
-        stats = replayer.run(workload.requests())
+        if opts.workers == 1:
+            log = _open_log(run_dir, reg, 0, 1)
+            t0 = time.monotonic_ns()
+            _replay(log, workload, spec, reg, opts, RunContext(opts.seed, run_dir, log, t0), stats, progress)
+        else:
+            t0 = time.monotonic_ns() + START_MARGIN_NS
+            stats, errors = _sharded(workload, spec, reg, opts, run_dir, t0)
     finally:
-        log.close()
         manifest.update(
             status=stats.status,
             finished_at=datetime.now(UTC).isoformat(),
             wall_s=round((time.monotonic_ns() - t0) / 1e9, 3),
-            counts=_counts(stats),
+            counts={key: getattr(stats, key) for key in (*_COUNTS, "last_t_ns")},
         )
-        if spec.kind in REALTIME_KINDS:  # real clients can fall behind the schedule: check and flag it
-            from kvbench.http.lag import client_lag
-
+        if opts.workers > 1:
+            manifest["worker_errors"] = errors
+        if reg.realtime:  # real clients can fall behind the schedule: check and flag it
             manifest.update(client_lag(stats.send_lags_ns, spec.params))
         write_manifest(run_dir, manifest)
     return run_dir, stats
 
 
-def _counts(st: ReplayStats) -> dict:
-    return {
-        "submitted": st.submitted,
-        "finished": st.finished,
-        "errors": st.errors,
-        "rejected": st.rejected,
-        "cancelled": st.cancelled,
-        "events": st.events,
-        "last_t_ns": st.last_t_ns,
-    }
+def _check_workers(spec: TargetSpec, reg: Registration, opts: RunOptions) -> None:
+    """Sharding suits real-time targets only: N clients of one endpoint measure that endpoint, whereas N copies
+    of a virtual-time target would be N separate systems each seeing 1/N of the load."""
+    if opts.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {opts.workers}")
+    if opts.workers > 1 and not reg.realtime:
+        raise ConfigError(
+            f"--workers shards real-time targets; target {spec.name!r} ({spec.kind}) runs in virtual time"
+        )
+    if opts.concurrency is not None and opts.concurrency < opts.workers:
+        raise ConfigError(f"--concurrency {opts.concurrency} must be >= --workers {opts.workers}")
+
+
+def _open_log(run_dir: Path, reg: Registration, k: int, n: int) -> EventLog:
+    """Part k of n's event log, opened before t0: its set-up and the full GC pass due after loading pyarrow
+    (~50 ms) must not land on the first requests; frozen objects are never rescanned."""
+    log = EventLog(run_dir, realtime=reg.realtime, worker=None if n == 1 else k)
+    if reg.realtime:
+        gc.collect()
+        gc.freeze()
+    return log
+
+
+def _replay(
+    log: EventLog,
+    workload: Workload,
+    spec: TargetSpec,
+    reg: Registration,
+    opts: RunOptions,
+    ctx: RunContext,
+    stats: ReplayStats,
+    progress: Callable[[ReplayStats], None] | None = None,
+) -> None:
+    """Replay part ctx.worker of ctx.workers into `stats` (updated as it goes, so a failure keeps what was
+    measured); closes the log."""
+    try:
+        target = reg.factory(spec, ctx)
+        replayer = Replayer(
+            target, log, _share(opts.concurrency, ctx.worker, ctx.workers), progress=progress, stats=stats
+        )
+        requests = workload.requests()
+        replayer.run(requests if ctx.workers == 1 else shard(requests, ctx.worker, ctx.workers, replayer))
+    finally:
+        log.close()
+
+
+def shard(requests: Iterator[Request], k: int, n: int, replayer: Replayer) -> Iterator[Request]:
+    """Requests of shard k of n. The others still pass the replayer, so the trace-implied reuse recorded per
+    request is the same as in a single-process run."""
+    for r in requests:
+        if (r.session_id if r.session_id >= 0 else r.req_id) % n == k:
+            yield r
+        else:
+            replayer.pass_over(r)
+
+
+def _share(concurrency: int | None, k: int, n: int) -> int | None:
+    return None if concurrency is None else concurrency // n + (1 if k < concurrency % n else 0)
+
+
+def _sharded(
+    workload: Workload, spec: TargetSpec, reg: Registration, opts: RunOptions, run_dir: Path, t0_ns: int
+) -> tuple[ReplayStats, list[str]]:
+    """Fork the workers, wait for them; their summed counts, gathered client lags and error messages."""
+    mp = multiprocessing.get_context("fork")
+    conns: list[Connection] = []
+    procs: list[BaseProcess] = []
+    for k in range(opts.workers):
+        recv, send = mp.Pipe(duplex=False)
+        args = (workload, spec, reg, opts, run_dir, k, t0_ns, send)
+        proc = mp.Process(target=_worker, args=args)  # type: ignore[attr-defined]
+        proc.start()
+        send.close()
+        conns.append(recv)
+        procs.append(proc)
+    return _collect(conns, procs)
+
+
+def _worker(
+    workload: Workload,
+    spec: TargetSpec,
+    reg: Registration,
+    opts: RunOptions,
+    run_dir: Path,
+    k: int,
+    t0_ns: int,
+    conn: Connection,
+) -> None:
+    stats, error = ReplayStats(status="failed"), None
+    try:
+        log = _open_log(run_dir, reg, k, opts.workers)
+        ctx = RunContext(opts.seed, run_dir, log, t0_ns, worker=k, workers=opts.workers)
+        _replay(log, workload, spec, reg, opts, ctx, stats)
+    except KeyboardInterrupt:
+        stats.status = "interrupted"
+    except Exception as e:
+        error = f"worker {k}: {type(e).__name__}: {e}"
+    finally:
+        conn.send((asdict(stats), error))
+        conn.close()
+
+
+def _collect(conns: list[Connection], procs: list[BaseProcess]) -> tuple[ReplayStats, list[str]]:
+    total, errors, worst = ReplayStats(status="complete"), [], "complete"
+    for k, (conn, proc) in enumerate(zip(conns, procs)):
+        try:
+            st, err = _recv(conn)
+        except (EOFError, OSError):
+            st, err = asdict(ReplayStats(status="failed")), f"worker {k} died (exit code {proc.exitcode})"
+        for key in _COUNTS:
+            setattr(total, key, getattr(total, key) + st[key])
+        total.last_t_ns = max(total.last_t_ns, st["last_t_ns"])
+        total.send_lags_ns.extend(st["send_lags_ns"])
+        worst = max(worst, st["status"], key=lambda s: _STATUS_RANK.get(s, 2))
+        if err:
+            errors.append(err)
+        proc.join()
+    total.status = worst
+    return total, errors
+
+
+def _recv(conn: Connection) -> tuple[dict[str, Any], str | None]:
+    """Ctrl-C reaches the workers too (same process group); they cancel and report, so keep waiting."""
+    while True:
+        try:
+            return conn.recv()
+        except KeyboardInterrupt:
+            continue
 
 
 def load_run(run_dir: str | Path) -> dict:

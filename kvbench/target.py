@@ -1,4 +1,5 @@
-"""The one extension point: the Target protocol, how a --target string resolves, and the name -> factory dict."""
+"""The target extension point's types: the Target protocol, a resolved --target (TargetSpec), what a target is
+built with (RunContext) and how a kind registers (Registration); the name -> registration dict is in targets.py."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kvbench.config import ConfigError, apply_overrides, load_toml
 from kvbench.records import Emit, Request
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pyarrow's import (~0.2 s) is not for `kvbench serve`, which builds targets without a log
     from kvbench.eventlog import EventLog
 
 
@@ -25,8 +25,10 @@ class Target(Protocol):
     - `run(emit)` releases each request at `at_ns` (emitting ARRIVE with t = at_ns, then SEND, ...) and returns
       once every submitted request has ended with exactly one terminal event (FINISH, ERROR, REJECT, CANCEL).
     - On KeyboardInterrupt, `run` emits CANCEL (detail "interrupted") for every request not yet ended, then re-raises.
-    - CHUNK events may instead go straight to `ctx.log.emit_chunk((t_ns, req_id, tokens))` (never terminal; a
-      real-time target's per-read event, kept off the replayer's callback).
+    - A target writes only through the event log's API (`RunContext.log`): events through `emit`, CHUNK events
+      through `log.emit_chunk((t_ns, req_id, tokens))` (never terminal; a real-time target's per-read event, kept
+      off the replayer's callback), rows of a named side table through `log.table(name).append(row)`. When rows
+      reach disk is the log's business.
     """
 
     def submit(self, req: Request, at_ns: int) -> None: ...
@@ -36,7 +38,7 @@ class Target(Protocol):
 
 @dataclass(frozen=True)
 class TargetSpec:
-    kind: str  # key of TARGETS
+    kind: str  # key of kvbench.targets.TARGETS
     name: str  # preset / profile name or URL, for display
     params: dict[str, Any] = field(default_factory=dict)  # profile contents after --set overrides
     source: str = ""  # where it came from (file path or the --target string)
@@ -50,72 +52,25 @@ class TargetSpec:
 class RunContext:
     seed: int
     run_dir: Path
-    log: EventLog  # log.table("steps") etc. for target-specific tables
+    log: EventLog  # the run's (or this worker's) event log: the only way a target writes
     t0_ns: int = 0  # time.monotonic_ns() at run start: real-time targets measure t_ns from it
     worker: int = 0
     workers: int = 1
 
 
-def _sim(spec: TargetSpec, ctx: RunContext) -> Target:
-    from kvbench.sim.target import SimTarget
-
-    return SimTarget(spec, ctx)
-
-
-def _openai(spec: TargetSpec, ctx: RunContext) -> Target:
-    from kvbench.http.target import OpenAITarget
-
-    return OpenAITarget(spec, ctx)
+def as_is(spec: TargetSpec) -> TargetSpec:
+    """The prepare step of targets that need none."""
+    return spec
 
 
-def _fixed(spec: TargetSpec, ctx: RunContext) -> Target:
-    from kvbench.fixed_target import FixedTarget
+@dataclass(frozen=True)
+class Registration:
+    """How the runner builds and treats one kind of target."""
 
-    return FixedTarget(spec, ctx)
-
-
-TARGETS: dict[str, Callable[[TargetSpec, RunContext], Target]] = {"sim": _sim, "openai": _openai, "fixed": _fixed}
-REALTIME_KINDS = frozenset({"openai"})  # targets whose t_ns is wall-clock (flush the log every ~second)
-DEFAULT_SIM_PRESET = "pd-2p2d"
-
-
-def adapter_dirs() -> list[Path]:
-    """Where profile names are looked up: ./adapters, then the adapters/ beside an editable install."""
-    return [Path.cwd() / "adapters", Path(__file__).resolve().parents[1] / "adapters"]
-
-
-def find_adapter(name: str) -> Path:
-    for d in adapter_dirs():
-        p = d / f"{name}.toml"
-        if p.is_file():
-            return p
-    known = sorted({p.stem for d in adapter_dirs() if d.is_dir() for p in d.glob("*.toml")})
-    raise ConfigError(f"unknown target profile {name!r}; known: {', '.join(known) or '(none found)'}")
-
-
-def resolve(arg: str, overrides: list[str] | tuple[str, ...] = ()) -> TargetSpec:
-    """Turn a --target string into a spec: sim, sim:PRESET, fixed[:k=v,...], http(s)://URL, FILE.toml or NAME."""
-    if arg.startswith(("http://", "https://")):
-        params = apply_overrides({"kind": "openai", "base_url": arg.rstrip("/")}, overrides)
-        return TargetSpec("openai", arg, params, arg)
-    if arg == "fixed" or arg.startswith("fixed:"):
-        pairs = [p for p in arg.partition(":")[2].split(",") if p]
-        params = apply_overrides({"kind": "fixed"}, pairs + list(overrides))
-        return TargetSpec("fixed", arg, params, arg)
-    if arg == "sim" or arg.startswith("sim:"):
-        path = find_adapter(arg.partition(":")[2] or DEFAULT_SIM_PRESET)
-    elif arg.endswith(".toml") or "/" in arg:
-        path = Path(arg)
-    else:
-        path = find_adapter(arg)
-    data, _ = load_toml(path)
-    kind = data.get("kind")
-    if kind not in TARGETS:
-        raise ConfigError(f"{path}: key 'kind' must be one of {', '.join(TARGETS)}, got {kind!r}")
-    if arg.startswith("sim") and kind != "sim":
-        raise ConfigError(f"{path}: {arg!r} names a {kind!r} profile, not a sim preset")
-    return TargetSpec(kind, path.stem, apply_overrides(data, overrides), str(path))
-
-
-def build(spec: TargetSpec, ctx: RunContext) -> Target:
-    return TARGETS[spec.kind](spec, ctx)
+    factory: Callable[[TargetSpec, RunContext], Target]
+    # Run once before the run's t0, in the parent of any workers: set-up that must not count as run time
+    # (probing an endpoint, importing the target's modules). Returns the spec the run records and workers get.
+    prepare: Callable[[TargetSpec], TargetSpec] = as_is
+    # True: t_ns is wall-clock from RunContext.t0_ns (a real endpoint), so the log flushes about every second,
+    # client lag is checked and the replay may be sharded over worker processes. False: virtual time.
+    realtime: bool = False

@@ -12,9 +12,10 @@ import time
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 
 from kvbench.eventlog import EVENTS, EventLog, PartWriter, read_manifest, table_glob, write_manifest
-from kvbench.records import ARRIVE, ERROR, FINISH, FIRST_TOKEN, Event
+from kvbench.records import ARRIVE, ERROR, FINISH, FIRST_TOKEN, Event, Request
 
 
 def test_events_round_trip_through_duckdb(tmp_path):
@@ -77,13 +78,61 @@ def test_simulated_runs_keep_their_parts(tmp_path, monkeypatch):
     assert len(list((tmp_path / "events").glob("part-0*.parquet"))) == 5
 
 
-def test_realtime_writer_flushes_within_about_a_second(tmp_path):
-    w = PartWriter(tmp_path / "events", EVENTS, realtime=True)
-    w.append(Event(0, 0, ARRIVE))
-    assert w.parts == []  # nothing is a second old yet
-    w._last_flush_ns -= 1_100_000_000  # as if the last flush was 1.1 s ago
-    w.append(Event(1, 0, FINISH))
-    assert len(w.parts) == 1 and w.written == 2
+def test_realtime_log_flushes_on_tick_once_a_buffer_is_about_a_second_old(tmp_path):
+    log = EventLog(tmp_path, realtime=True)
+    log.emit(Event(0, 0, ARRIVE))
+    log.tick()
+    assert log.events.parts == []  # nothing is a second old yet
+    log.events._last_flush_ns -= 1_100_000_000  # as if the last flush was 1.1 s ago
+    log.emit(Event(1, 0, FINISH))
+    log.tick()
+    assert len(log.events.parts) == 1 and log.events.written == 2
+
+
+def test_check_looks_every_check_rows_events_and_flushes_every_full_table(tmp_path, monkeypatch):
+    # FLUSH_ROWS 10, CHECK_ROWS 4: check() looks at 4 and 8 events (nothing full: events 8 < 10), then at 12:
+    # events (12 rows) and steps (10 rows, appended without a check of their own) are full and written;
+    # requests (3 rows) stay buffered until close.
+    import kvbench.eventlog as el
+
+    monkeypatch.setattr(el, "FLUSH_ROWS", 10)
+    monkeypatch.setattr(el, "CHECK_ROWS", 4)
+    log = EventLog(tmp_path)
+    steps = log.table("steps")
+    for i in range(3):
+        log.write_request(Request(i, 0, 10, 2), None)
+    seen = []
+    for i in range(12):
+        log.emit(Event(i, i % 3, ARRIVE))
+        if i < 10:
+            steps.append(("decode-0", i, i + 1, 1, 1, 0, 1, 1, 10))
+        log.check()
+        seen.append((len(log.events.parts), len(steps.parts)))
+    assert seen == [(0, 0)] * 11 + [(1, 1)]
+    assert log.requests.parts == [] and log.events_logged() == 12
+    log.close()
+    assert (len(log.events.parts), len(steps.parts), len(log.requests.parts)) == (1, 1, 1)
+
+
+def test_write_request_stores_the_static_facts_by_column(tmp_path):
+    log = EventLog(tmp_path)
+    log.write_request(Request(4, 7_000, 300, 20, (1, 2, 3), 128, 9, 2, reason_tokens=5, workload="chat"), 128)
+    log.write_request(Request(5, 8_000, 10, 1), None)
+    log.close()
+    got = (
+        duckdb.connect()
+        .execute(f"SELECT * FROM read_parquet('{table_glob(tmp_path, 'requests')}') ORDER BY req_id")
+        .fetchall()
+    )
+    assert got == [(4, 9, 2, 7_000, 300, 20, 5, 128, 3, 128, "chat"), (5, -1, 0, 8_000, 10, 1, 0, 512, 0, None, "")]
+
+
+def test_only_side_tables_are_opened_by_name(tmp_path):
+    log = EventLog(tmp_path)
+    assert log.table("steps") is log.table("steps")
+    for name in ("events", "requests", "stepz"):
+        with pytest.raises(KeyError):
+            log.table(name)
 
 
 def test_sigkill_leaves_a_readable_log(tmp_path):
@@ -96,6 +145,7 @@ def test_sigkill_leaves_a_readable_log(tmp_path):
         i = 0
         while True:
             log.emit(Event(i, i, "ARRIVE"))
+            log.tick()  # as a real-time replay does, a few times a second
             i += 1
             time.sleep(0.001)
     """)

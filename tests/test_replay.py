@@ -8,7 +8,8 @@ import pytest
 from kvbench.eventlog import EventLog, table_glob
 from kvbench.records import Request
 from kvbench.replay import Replayer
-from kvbench.target import RunContext, build, resolve
+from kvbench.target import RunContext
+from kvbench.targets import build, resolve
 
 MS = 1_000_000
 
@@ -67,6 +68,19 @@ def test_session_turn_waits_for_previous_finish_plus_think_time(tmp_path):
         .fetchall()
     )
     assert arrivals == {0: 0, 1: 1070, 2: 20}
+
+
+def test_a_stream_that_starts_mid_session_releases_its_first_turn_seen_on_time(tmp_path):
+    # Session 3's turn 0 is not in the stream (cut off by a window): turn 1 goes at its own arrival (40 ms),
+    # ends at 40 + 70 = 110; turn 2 (think 5 ms) follows at 115 and ends at 185.
+    reqs = [
+        Request(1, 40 * MS, 10, 3, session_id=3, turn=1, think_ns=5 * MS),
+        Request(2, 60 * MS, 10, 3, session_id=3, turn=2, think_ns=5 * MS),
+    ]
+    stats = _run(tmp_path, reqs, "fixed:ttft_ms=50,itl_ms=10,servers=0")
+    assert (stats.status, stats.finished) == ("complete", 2)
+    assert _times(tmp_path, "ARRIVE") == {1: 40, 2: 115}
+    assert _times(tmp_path, "FINISH") == {1: 110, 2: 185}
 
 
 def test_failed_turn_cancels_the_rest_of_its_session(tmp_path):

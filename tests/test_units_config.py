@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
 import pytest
 
-from kvbench.config import ConfigError, apply_overrides, check_keys, load_toml, parse_override
+from kvbench.config import (
+    ConfigError,
+    Range,
+    Source,
+    apply_overrides,
+    load_toml,
+    parse_override,
+    read,
+    reject_unknown,
+)
 from kvbench.units import (
     amount_at_rate,
     blocks_for,
@@ -48,7 +60,7 @@ def test_unknown_key_names_file_line_and_allowed(tmp_path):
     with pytest.raises(
         ConfigError, match=r"x\.toml:5: unknown key 'router.cache_treshold'; allowed: .*cache_threshold"
     ):
-        check_keys(data["router"], {"name", "cache_threshold"}, p, text, "router")
+        reject_unknown(data["router"], {"name", "cache_threshold"}, Source(str(p), text), ("router",))
 
 
 def test_toml_syntax_error_and_directory(tmp_path):
@@ -70,10 +82,8 @@ def test_overrides_parse_toml_values_and_never_mutate():
         parse_override("novalue")
 
 
-def test_line_of_skips_blank_lines_to_the_key_itself():
-    from kvbench.config import line_of
-
-    assert line_of('a = 1\n\n\nname = "x"\n', "name") == 4  # not line 2 or 3 (blank lines before it)
+def test_lines_skip_blank_lines_to_the_key_itself():
+    assert Source("x.toml", 'a = 1\n\n\nname = "x"\n').line(("name",)) == 4  # not line 2 or 3 (blank lines before it)
 
 
 def test_run_json_redacts_credentials_but_not_token_counts():
@@ -95,3 +105,99 @@ def test_run_json_redacts_credentials_but_not_token_counts():
         "word_tokens": 1.3,
         "headers": {"Authorization": "<redacted>", "x-api-key": "<redacted>", "X-Trace": "t"},
     }
+
+
+@dataclass(frozen=True)
+class _Limits:
+    max_ms: Annotated[float, Range(0, open_lo=True)] | None = None
+
+
+@dataclass(frozen=True)
+class _Rule:
+    metric: str
+    mode: Literal["lower", "higher"] = "lower"
+    samples: Annotated[int, Range(1, 100)] = 10
+    tags: tuple[str, ...] = ()
+    pairs: tuple[tuple[float, float], ...] = ()
+    limits: _Limits = field(default_factory=_Limits)
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class _File:
+    title: str = ""
+    rule: tuple[_Rule, ...] = ()
+
+
+GOOD = """title = "t"
+
+[[rule]]
+metric = "ttft"
+tags = [
+  "a",
+  "[b]",
+]
+pairs = [[0, 1], [2.5, 3]]
+
+[[rule]]
+metric = "tpot"
+mode = "higher"
+samples = 50
+
+[rule.limits]
+max_ms = 200
+"""
+
+
+def _read(tmp_path, text: str) -> _File:
+    p = tmp_path / "f.toml"
+    p.write_text(text)
+    data, text = load_toml(p)
+    return read(_File, data, Source(str(p), text))
+
+
+def test_read_builds_frozen_dataclasses_from_toml(tmp_path):
+    f = _read(tmp_path, GOOD)
+    assert f == _File(
+        "t",
+        (
+            _Rule("ttft", tags=("a", "[b]"), pairs=((0.0, 1.0), (2.5, 3.0))),
+            _Rule("tpot", "higher", 50, limits=_Limits(200.0)),
+        ),
+    )
+    assert isinstance(f.rule[1].limits.max_ms, float)  # an integer where a number is expected becomes a float
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ("samples = 50", ":14: rule.samples must be a whole number >= 1 and <= 100, got 0"),
+        ('mode = "higher"', ":13: rule.mode must be one of lower, higher, got 'down'"),
+        ("max_ms = 200", ":17: rule.limits.max_ms must be a number > 0, got inf"),
+        ("max_ms = 200", ":17: unknown key 'rule.limits.max_s'; allowed: max_ms"),
+        ('metric = "tpot"', ":11: missing key 'rule.metric'"),
+        ("pairs = [[0, 1], [2.5, 3]]", ":9: rule.pairs must be a list of [number, number] pairs, got [1, 2]"),
+        ('"[b]",', ":5: rule.tags must be a list of strings, got ['a', 3]"),
+        ('title = "t"', ":1: title must be a string, got True"),
+    ],
+)
+def test_read_errors_name_file_line_and_key(tmp_path, edit, message):
+    # each case breaks one line of GOOD; the line number is that of the key (or table) at fault, in the right
+    # [[rule]] and past the multi-line list, whose "[b]" is not a table header
+    new = {
+        "samples = 50": "samples = 0",
+        'mode = "higher"': 'mode = "down"',
+        'metric = "tpot"': "",
+        "pairs = [[0, 1], [2.5, 3]]": "pairs = [1, 2]",
+        '"[b]",': "3,",
+        'title = "t"': "title = true",
+    }.get(edit, {"max_ms = 200": "max_ms = inf" if "inf" in message else "max_s = 1"}.get(edit))
+    with pytest.raises(ConfigError) as e:
+        _read(tmp_path, GOOD.replace(edit, new))
+    assert str(e.value) == f"{tmp_path / 'f.toml'}{message}"
+
+
+def test_source_lines_fall_back_to_the_enclosing_table_and_labels_have_none():
+    src = Source("p.toml", "[tiers.dram]\nlink = { alpha_ns = 1, bytes_per_s = 0 }\n")
+    assert src.at(("tiers", "dram", "link", "bytes_per_s")) == "p.toml:2"  # inside an inline table
+    assert src.at(("tiers", "ssd")) == "p.toml" and Source("--target").at(("api",)) == "--target"

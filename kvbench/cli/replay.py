@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from kvbench.replay import ReplayStats
-from kvbench.run import RunOptions, execute
-from kvbench.target import resolve
+from kvbench.run import RunOptions, execute, load_run
+from kvbench.targets import resolve
 from kvbench.units import ns_to_s
 from kvbench.workload import load
 
@@ -45,14 +45,14 @@ def replay_command(
     wl = load.shape(wl, time_scale, start, duration, max_requests)
     load.require_requests(wl)
     spec = resolve(target, overrides)
-    if workers != 1:
-        from kvbench.http.workers import execute_sharded
-
-        run_dir, stats = execute_sharded(wl, spec, RunOptions(seed, concurrency, out), workers, quiet)
-    elif quiet:
-        run_dir, stats = execute(wl, spec, RunOptions(seed, concurrency, out))
+    opts = RunOptions(seed, concurrency, out, workers)
+    if quiet or workers != 1:  # worker processes report their counts at the end only
+        run_dir, stats = execute(wl, spec, opts)
     else:
-        run_dir, stats = _execute_with_progress(wl, spec, RunOptions(seed, concurrency, out))
+        run_dir, stats = _execute_with_progress(wl, spec, opts)
+    errors = load_run(run_dir).get("worker_errors")
+    if errors and not quiet:
+        print("kvbench: " + "; ".join(errors), file=sys.stderr)
     if not quiet:
         _print_result(run_dir, stats)
     return {"complete": 0, "interrupted": 130}.get(stats.status, 1)

@@ -33,7 +33,7 @@ def serve(
     import sys
 
     from kvbench.serve.server import ServeOptions, run_server
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
 
     def ready(url: str) -> None:
         print(url, flush=True)

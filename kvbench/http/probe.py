@@ -11,7 +11,6 @@ from dataclasses import replace
 from kvbench.config import ConfigError
 from kvbench.http.profile import EndpointProfile
 from kvbench.http.prompts import calibration_texts
-from kvbench.target import TargetSpec
 
 PROBE_TIMEOUT_S = 30.0
 
@@ -94,13 +93,3 @@ def prepare(prof: EndpointProfile) -> EndpointProfile:
     """The profile with `model` and `word_tokens` filled in (done once; workers inherit the result)."""
     model = served_model(prof)
     return replace(prof, model=model, word_tokens=calibrate_word_tokens(replace(prof, model=model), model))
-
-
-def prepared_spec(spec: TargetSpec) -> TargetSpec:
-    """The spec with `model` and `word_tokens` fixed by probing now, before the run's t0 (so set-up time is
-    not counted as client lag, and workers inherit one calibration). Also imports the target's modules."""
-    import kvbench.http.target  # noqa: F401  (uvloop & co. take ~0.2 s to import: not inside the timed run)
-    from kvbench.http.profile import load_profile
-
-    prof = prepare(load_profile(spec.params, spec.source))
-    return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from dataclasses import replace
 from heapq import heappop, heappush
 
 import orjson
@@ -37,6 +38,13 @@ try:  # imported with the module (before the run's t0), not when the run starts
     LOOP_FACTORY = uvloop.new_event_loop
 except ImportError:
     LOOP_FACTORY = asyncio.new_event_loop
+
+
+def prepared_spec(spec: TargetSpec) -> TargetSpec:
+    """The registration's prepare step: the spec with `model` and `word_tokens` fixed by probing now, before the
+    run's t0 (so set-up time is not counted as client lag, and workers inherit one calibration)."""
+    prof = prepare(load_profile(spec.params, spec.source))
+    return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})
 
 
 def run_salt(ctx: RunContext) -> str:

@@ -211,7 +211,7 @@ def _plan(
     out: Path | None,
 ) -> ProbePlan:
     from kvbench.analysis.slo import parse_slo
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload import load
 
     if arrivals not in ("scale", "poisson"):

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from kvbench.analysis.catalogue import Direction, direction_of, is_known
-from kvbench.config import ConfigError, check_keys
+from kvbench.config import ConfigError, Range, Source, read, reject_unknown
 from kvbench.present import fmt
-
-RULE_KEYS = (
-    "name",
-    "metric",
-    "statistic",
-    "direction",
-    "tolerance_pct",
-    "tolerance_abs",
-    "min_samples",
-    "max",
-    "min",
-    "strict",
-)
 
 
 @dataclass(frozen=True)
@@ -54,62 +40,55 @@ class Verdict:
     message: str
 
 
-def _rule_loc(path: str, text: str, i: int) -> str:
-    """'file:line (rule N)' for the N-th [[rule]] table."""
-    heads = [m.start() for m in re.finditer(r"^\s*\[\[\s*rule\s*\]\]", text, re.M)]
-    line = f":{text.count(chr(10), 0, heads[i]) + 1}" if i < len(heads) else ""
-    return f"{path}{line} (rule {i + 1})"
+@dataclass(frozen=True)
+class _RuleFile:
+    """One [[rule]] table as written; parse_rule derives the Rule."""
+
+    metric: str = ""
+    statistic: str = ""
+    name: str = ""
+    direction: Literal["lower", "higher", "neither"] | None = None  # default: the metric's, from the catalogue
+    tolerance_pct: float | None = None
+    tolerance_abs: float | None = None
+    min_samples: Annotated[int, Range(0)] = 0
+    max: float | None = None
+    min: float | None = None
+    strict: bool = False
 
 
-def _num(data: dict, key: str, loc: str, integer: bool = False) -> Any:
-    v = data.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        raise ConfigError(f"{loc}: {key} must be a {'whole ' if integer else ''}number, got {v!r}")
-    return v
-
-
-def parse_rule(data: dict[str, Any], i: int, path: str, text: str) -> Rule:
-    """One [[rule]] table; errors name the file, line and key. The metric must be in the catalogue; its direction
-    defaults to the catalogue's."""
-    check_keys(data, RULE_KEYS, path, text, "rule")
-    loc = _rule_loc(path, text, i)
-    metric, stat = data.get("metric"), data.get("statistic")
-    if not isinstance(metric, str) or not metric:
+def parse_rule(rule: _RuleFile, i: int, src: Source) -> Rule:
+    """One [[rule]] table (already read: keys and types checked); errors name the file, line and rule. The metric
+    must be in the catalogue; its direction defaults to the catalogue's."""
+    loc = f"{src.at(('rule', i))} (rule {i + 1})"
+    if not rule.metric:
         raise ConfigError(f'{loc}: the rule needs metric = "..." (e.g. ttft_ms with statistic = "p99")')
-    key = f"{metric}.{stat}" if stat else metric
+    key = f"{rule.metric}.{rule.statistic}" if rule.statistic else rule.metric
     if not is_known(key):
         raise ConfigError(f"{loc}: unknown metric {key!r} (see `kvbench summary RUN --json` for the names)")
-    direction = data.get("direction", direction_of(key))
-    if direction not in tuple(Direction):
-        raise ConfigError(f'{loc}: direction must be "lower", "higher" or "neither" (is better), got {direction!r}')
-    pct, tol = _num(data, "tolerance_pct", loc), _num(data, "tolerance_abs", loc)
-    if pct is not None and tol is not None:
+    if rule.tolerance_pct is not None and rule.tolerance_abs is not None:
         raise ConfigError(f"{loc}: give tolerance_pct or tolerance_abs, not both")
-    strict = data.get("strict", False)
-    if not isinstance(strict, bool):
-        raise ConfigError(f"{loc}: strict must be true or false, got {strict!r}")
+    direction = Direction(rule.direction) if rule.direction else direction_of(key)
     return Rule(
-        str(data.get("name") or key),
+        rule.name or key,
         key,
-        Direction(direction),
-        pct,
-        tol,
-        _num(data, "min_samples", loc, True) or 0,
-        _num(data, "max", loc),
-        _num(data, "min", loc),
-        strict,
+        direction,
+        rule.tolerance_pct,
+        rule.tolerance_abs,
+        rule.min_samples,
+        rule.max,
+        rule.min,
+        rule.strict,
     )
 
 
 def parse_rules(data: dict[str, Any], path: str, text: str) -> tuple[Rule, ...]:
     """Rules of a gates.toml: a list of [[rule]] tables."""
-    check_keys(data, ("rule",), path, text)
+    src = Source(path, text)
+    reject_unknown(data, ("rule",), src)
     rules = data.get("rule")
     if not isinstance(rules, list) or not rules or not all(isinstance(r, dict) for r in rules):
         raise ConfigError(f"{path}: expected one or more [[rule]] tables")
-    return tuple(parse_rule(r, i, path, text) for i, r in enumerate(rules))
+    return tuple(parse_rule(read(_RuleFile, r, src, ("rule", i)), i, src) for i, r in enumerate(rules))
 
 
 def _samples(doc: dict[str, Any], key: str) -> int:

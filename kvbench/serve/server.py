@@ -13,7 +13,7 @@ GET /metrics (Prometheus text), POST /tokenize. What it does, so clients can be 
   one token every `itl_ns`, each at an absolute deadline (sleeps never accumulate drift). Requests do not
   queue behind each other: every request is served as if alone. `fixed:` plans are constant (plus an optional
   per-uncached-token prefill cost); `sim[:PRESET]` plans come from a one-request simulator run
-  (kvbench/serve_timing.py builds both; kvbench/serve_sim.py says what the sim one models and leaves out).
+  (kvbench/serve/sources.py picks one; serve/sim_timing.py says what the sim one models and leaves out).
 """
 
 from __future__ import annotations
@@ -25,18 +25,19 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from kvbench.config import ConfigError
-from kvbench.serve.timing import Plan, Planner, planner_for
+from kvbench.serve.requests import Job, chat_text, completion_words, parse_job
+from kvbench.serve.sources import planner_for
+from kvbench.serve.timing import Plan, Planner
 from kvbench.target import TargetSpec
 from kvbench.units import NS_PER_S
 
 VOCAB = 32_000  # token ids reported by /tokenize are crc32(word) % VOCAB
-DEFAULT_MAX_TOKENS = 16
 SPIN_NS = 1_200_000  # epoll rounds timeouts up to whole ms: sleep to this close to a deadline, then yield-poll
 
 
@@ -115,66 +116,6 @@ class Counters:
             ("token_lateness_seconds_max", "gauge", self.late_max_ns / NS_PER_S),
         ]
         return "".join(f"# TYPE kvbench:{n} {t}\nkvbench:{n} {v}\n" for n, t, v in rows)
-
-
-def chat_text(messages: Any) -> str:
-    """The text a chat prompt is tokenized from: "role: content" per message (content string or text parts)."""
-    if not isinstance(messages, list) or not messages:
-        raise ValueError("'messages' must be a non-empty list")
-    lines = []
-    for m in messages:
-        if not isinstance(m, dict):
-            raise ValueError("each message must be an object")
-        content = m.get("content") or ""
-        if isinstance(content, list):
-            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        lines.append(f"{m.get('role', 'user')}: {content}")
-    return "\n".join(lines)
-
-
-def completion_words(prompt: Any) -> list[str]:
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    if isinstance(prompt, str):
-        return prompt.split()
-    if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
-        return [str(t) for t in prompt]  # token ids: one token each
-    raise ValueError("'prompt' must be a string, a one-string list, or a list of token ids")
-
-
-class Job(NamedTuple):
-    """One parsed generation request."""
-
-    chat: bool
-    prompt_tokens: list[str]
-    max_tokens: int
-    out_tokens: int
-    stream: bool
-    include_usage: bool
-
-
-def parse_job(body: Any, chat: bool, eos_tokens: int) -> Job:
-    if not isinstance(body, dict):
-        raise ValueError("request body must be a JSON object")
-    words = chat_text(body.get("messages")).split() if chat else completion_words(body.get("prompt"))
-    max_tokens = body.get("max_completion_tokens") if chat else None
-    max_tokens = max_tokens if max_tokens is not None else body.get("max_tokens", DEFAULT_MAX_TOKENS)
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"'max_tokens' must be a positive integer, got {max_tokens!r}")
-    if body.get("n", 1) != 1:
-        raise ValueError("only n=1 is supported")
-    out = max_tokens
-    if eos_tokens and not body.get("ignore_eos", False):
-        out = min(max_tokens, max(eos_tokens, int(body.get("min_tokens") or 0)))
-    opts = body.get("stream_options") or {}
-    return Job(
-        chat,
-        words,
-        max_tokens,
-        out,
-        bool(body.get("stream", False)),
-        bool(isinstance(opts, dict) and opts.get("include_usage")),
-    )
 
 
 def make_app(planner: Planner, opts: ServeOptions) -> web.Application:
@@ -386,7 +327,7 @@ class _Stream:
             self.sent += 1
         await resp.write(self.chunk(None, self.finish_reason()))
         if self.job.include_usage:
-            body = {
+            body: dict[str, Any] = {
                 "id": self.rid,
                 "object": "chat.completion.chunk" if self.job.chat else "text_completion",
                 "created": self.created,

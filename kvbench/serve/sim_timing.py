@@ -15,7 +15,8 @@ from pathlib import Path
 
 from kvbench.records import FIRST_TOKEN, LAST_TOKEN, TERMINAL, Request
 from kvbench.serve.timing import Plan, Planner
-from kvbench.target import RunContext, TargetSpec, build
+from kvbench.target import RunContext, TargetSpec
+from kvbench.targets import build
 
 MEMO_ENTRIES = 65_536
 

@@ -1,15 +1,14 @@
-"""Timing sources for `kvbench serve`: a Plan (TTFT, ITL) per request from fixed numbers or the simulator."""
+"""Timing plans for `kvbench serve`: the Plan a timing source gives each request, and the fixed source."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Annotated, NamedTuple
 
-from kvbench.config import ConfigError
+from kvbench.config import Range, Source, read
 from kvbench.target import TargetSpec
 from kvbench.units import ms_to_ns, us_to_ns
-
-FIXED_KEYS = ("kind", "ttft_ms", "itl_ms", "prefill_us_per_token", "eos_tokens")
 
 
 class Plan(NamedTuple):
@@ -20,36 +19,22 @@ class Plan(NamedTuple):
 Planner = Callable[[int, int, int], Plan]  # (prompt_tokens, cached_tokens, output_tokens) -> Plan
 
 
+@dataclass(frozen=True)
+class FixedTiming:
+    """`kvbench serve --target fixed:...`: constant TTFT and ITL, plus an optional cost per uncached prompt token."""
+
+    ttft_ms: Annotated[float, Range(0)] = 50.0
+    itl_ms: Annotated[float, Range(0)] = 10.0
+    prefill_us_per_token: Annotated[float, Range(0)] = 0.0
+    eos_tokens: Annotated[int, Range(0)] = 0  # stop after this many tokens unless ignore_eos; 0 = never
+
+
 def fixed_planner(spec: TargetSpec) -> tuple[Planner, int]:
     """Plan from `fixed:ttft_ms=..,itl_ms=..[,prefill_us_per_token=..][,eos_tokens=N]`; returns (planner, eos)."""
-    p = spec.params
-    for key in p:
-        if key not in FIXED_KEYS:
-            raise ConfigError(
-                f"{spec.source}: kvbench serve: unknown fixed target key {key!r}; allowed: {', '.join(FIXED_KEYS[1:])}"
-            )
-    for key in FIXED_KEYS[1:]:
-        v = p.get(key, 0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise ConfigError(f"{spec.source}: fixed.{key} must be a non-negative number, got {v!r}")
-    ttft_ns, itl_ns = ms_to_ns(p.get("ttft_ms", 50.0)), ms_to_ns(p.get("itl_ms", 10.0))
-    per_token_ns = us_to_ns(p.get("prefill_us_per_token", 0.0))
+    t = read(FixedTiming, spec.params, Source.of(spec.source), ignore=("kind",))
+    ttft_ns, itl_ns, per_token_ns = ms_to_ns(t.ttft_ms), ms_to_ns(t.itl_ms), us_to_ns(t.prefill_us_per_token)
 
     def plan(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> Plan:
         return Plan(ttft_ns + per_token_ns * (prompt_tokens - cached_tokens), itl_ns)
 
-    return plan, int(p.get("eos_tokens", 0))
-
-
-def planner_for(spec: TargetSpec, seed: int) -> tuple[Planner, int]:
-    """(planner, eos_tokens) for a resolved --target: fixed or sim."""
-    if spec.kind == "fixed":
-        return fixed_planner(spec)
-    if spec.kind == "sim":
-        from kvbench.serve.sim_timing import sim_planner
-
-        return sim_planner(spec, seed), 0
-    raise ConfigError(
-        f"kvbench serve: --target must be fixed:ttft_ms=..,itl_ms=.. or sim[:PRESET], "
-        f"got a {spec.kind!r} target ({spec.source})"
-    )
+    return plan, t.eos_tokens

@@ -38,15 +38,13 @@ from kvbench.sim.kvcache import Tier, walk
 from kvbench.sim.longctx import LongContext
 from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState
-from kvbench.sim.rows import AppendStep, EmitRow, Row
+from kvbench.sim.rows import EmitRow, Row
 from kvbench.sim.star import Rescheduler
 from kvbench.sim.transfer import exposed_ns, message_count, transfer_ns
 
 if TYPE_CHECKING:  # annotations only: kvbench.target builds this module's SimTarget
     from kvbench.records import Emit
     from kvbench.target import RunContext, TargetSpec
-
-STEPS_FLUSH_ROWS = 65_536  # ~16 MB of buffered step rows at most
 
 
 def _not_running(row: Row) -> None:
@@ -61,9 +59,7 @@ class SimTarget:
         self.loop = Loop()
         self.emit: EmitRow = _not_running
         rng = random.Random(ctx.seed)
-        self.steps = ctx.log.table("steps")
-        self.ended = 0
-        self.cluster = c = Cluster(cfg, self, self.loop, self._steps_append(), random.Random(rng.random()))
+        self.cluster = c = Cluster(cfg, self, self.loop, ctx.log.table("steps").append, random.Random(rng.random()))
         self.route_fn = ROUTERS[cfg.router]
         self.router = RouterState(cfg.params(), rng.randrange(1 << 62))
         self.live: dict[int, Job | None] = {}  # submitted, not ended: rid -> Job (None until it arrives)
@@ -77,13 +73,6 @@ class SimTarget:
         self.layerwise, self.prefix_caching = cfg.transfer.layerwise, cfg.prefix_caching
         self.frontend_ns = cfg.frontend_ns
         self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
-
-    def _steps_append(self) -> AppendStep:
-        """The steps table's append: a PartWriter's row list when it has one (engines append to it directly and
-        the sim checks for a flush as requests end, see _end), else the writer's own append."""
-        buffer = getattr(self.steps, "rows", None)
-        self.steps_buffered = isinstance(buffer, list)
-        return buffer.append if isinstance(buffer, list) else self.steps.append
 
     # ---- Target protocol
     def submit(self, req: Request, at_ns: int) -> None:
@@ -310,11 +299,5 @@ class SimTarget:
     ) -> None:
         job.state = DONE
         del self.live[job.rid]
-        self.ended += 1
-        if not self.ended & 1023 and self.steps_buffered:  # engines append to the buffer directly: check it here
-            if len(self.steps.rows) >= STEPS_FLUSH_ROWS:
-                self.steps.flush()  # keep the buffered steps rows (3 or so per request) well below the log's default
-            else:
-                self.steps.check()  # the log's own time-based flush
         cached = job.cached if kind == FINISH else None
         self.emit((t, job.rid, kind, instance, tokens, cached, None, None, detail))

@@ -1,45 +1,65 @@
-"""Workload specs: TOML in workloads/ parsed into frozen dataclasses; errors name file:line:key.
+"""Workload specs: TOML in workloads/ read into frozen dataclasses; errors name file:line and the key.
 
 Paths inside a spec are relative to the spec file, so `../../shared/traces/...` works from workloads/.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Literal
 
-from kvbench.config import ConfigError, check_keys, load_toml, where
+from kvbench.config import ConfigError, Range, Source, load_toml, read
 from kvbench.workload.arrivals import ArrivalSpec
 from kvbench.workload.dists import LengthSpec
 from kvbench.workload.synth import PrefixSpec, SessionSpec
 
-KINDS = ("trace", "synthetic", "servegen", "mix")
-FORMATS = ("auto", "mooncake", "azure", "sharegpt", "lengths")
-SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms", "tbt_ms", "itl_ms")
-MAX_SLO_MS = 1e9  # about 11.6 days; NaN and infinities fail the range check too
-TOP_KEYS = (
-    "name",
-    "description",
-    "kind",
-    "path",
-    "format",
-    "requests",
-    "duration_s",
-    "start_s",
-    "time_scale",
-    "clients",
-    "rate_scale",
-    "arrivals",
-    "input",
-    "output",
-    "prefix",
-    "sessions",
-    "slo",
-    "components",
-)
-COMPONENT_KEYS = ("workload", "weight", "name")
+MAX_SLO_MS = 1e9  # about 11.6 days: larger thresholds are unit mix-ups
+Ms = Annotated[float, Range(0, MAX_SLO_MS, open_lo=True)]
+
+
+@dataclass(frozen=True)
+class Slo:
+    """[slo]: latency objectives in milliseconds the workload declares (each optional)."""
+
+    ttft_ms: Ms | None = None
+    tpot_ms: Ms | None = None
+    e2el_ms: Ms | None = None
+    tbt_ms: Ms | None = None
+    itl_ms: Ms | None = None
+
+
+@dataclass(frozen=True)
+class ComponentFile:
+    """One [[components]] table of a mixture."""
+
+    workload: str  # a workload name or a spec path (relative to this spec)
+    weight: Annotated[float, Range(0)] = 1.0
+    name: str | None = None  # default: the component workload's name
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    """A workload spec file's keys as written; load_spec resolves paths, mixtures and defaults from it."""
+
+    name: str | None = None  # default: the file's stem
+    description: str = ""
+    kind: Literal["trace", "synthetic", "servegen", "mix"] = "trace"
+    path: str = ""  # trace file or ServeGen folder, relative to the spec file
+    format: Literal["auto", "mooncake", "azure", "sharegpt", "lengths"] = "auto"
+    requests: Annotated[int, Range(1)] | None = None
+    duration_s: Annotated[float, Range(0)] | None = None
+    start_s: Annotated[float, Range(0)] = 0.0
+    time_scale: Annotated[float, Range(1e-9)] = 1.0
+    clients: tuple[Annotated[int, Range(0)], ...] = ()
+    rate_scale: Annotated[float, Range(0)] = 1.0
+    arrivals: ArrivalSpec | None = None
+    input: LengthSpec | None = None
+    output: LengthSpec | None = None
+    prefix: PrefixSpec = field(default_factory=PrefixSpec)
+    sessions: SessionSpec = field(default_factory=SessionSpec)
+    slo: Slo = field(default_factory=Slo)
+    components: tuple[ComponentFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,155 +91,62 @@ class WorkloadSpec:
     components: tuple[Component, ...] = ()
 
 
-def _typed(value: Any, default: Any, ctx: str) -> Any:
-    """Check a TOML value against the type of the dataclass default; ints are accepted where floats are."""
-    if default is None:  # optional numbers (reason_ratio)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{ctx}: expected a number, got {value!r}")
-        return float(value)
-    if isinstance(default, tuple):  # lists of numbers or of [number, number] pairs
-        if not isinstance(value, list) or not all(
-            _is_num(v) or isinstance(v, list) and len(v) == 2 and all(_is_num(x) for x in v) for v in value
-        ):
-            raise ConfigError(f"{ctx}: expected a list of numbers or of [number, number] pairs, got {value!r}")
-        return tuple(tuple(v) if isinstance(v, list) else v for v in value)
-    ok = isinstance(value, type(default)) and not (isinstance(value, bool) and not isinstance(default, bool))
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not ok:
-        raise ConfigError(f"{ctx}: expected {type(default).__name__}, got {value!r}")
-    return value
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _section(cls, data: Any, path: Path, text: str, name: str, resolve_path: bool = False):
-    """Build dataclass `cls` from TOML table `data`, rejecting unknown keys and mistyped values."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where(path, text, name)}: [{name}] must be a table")
-    check_keys(data, [f.name for f in dataclasses.fields(cls)], path, text, name)
-    defaults = cls()
-    kwargs = {
-        k: _typed(v, getattr(defaults, k), f"{where(path, text, f'{name}.{k}')}: {name}.{k}") for k, v in data.items()
-    }
-    if resolve_path and kwargs.get("path"):
-        kwargs["path"] = str((path.parent / kwargs["path"]).resolve())  # relative to the spec file
-    return cls(**kwargs)
-
-
-def _number(data: dict, key: str, path: Path, text: str, kind=float, minimum: float = 0.0, default=None):
-    value = data.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
-        raise ConfigError(f"{where(path, text, key)}: {key}: expected {kind.__name__}, got {value!r}")
-    if not minimum <= value < float("inf"):
-        raise ConfigError(f"{where(path, text, key)}: {key}: expected a finite number >= {minimum}, got {value!r}")
-    return kind(value)
-
-
 def load_spec(path: str | Path, seen: tuple[Path, ...] = ()) -> WorkloadSpec:
     """Parse and validate one workload spec (and, for mixtures, its components)."""
     p = Path(path).resolve()
     if p in seen:
         raise ConfigError(f"{p}: mixture refers to itself through {', '.join(s.name for s in seen)}")
     data, text = load_toml(p)
-    check_keys(data, TOP_KEYS, p, text)
-    kind = data.get("kind", "trace")
-    if kind not in KINDS:
-        raise ConfigError(f"{where(p, text, 'kind')}: kind: expected one of {', '.join(KINDS)}, got {kind!r}")
-    fmt = data.get("format", "auto")
-    if fmt not in FORMATS:
-        raise ConfigError(f"{where(p, text, 'format')}: format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
-    name = data.get("name", p.stem)
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"{where(p, text, 'name')}: name: expected a non-empty string")
-    raw_path = data.get("path", "")
-    if not isinstance(raw_path, str):
-        raise ConfigError(f"{where(p, text, 'path')}: path: expected a string (relative to the spec file)")
-    if kind in ("trace", "servegen") and not raw_path:
-        raise ConfigError(f"{p}: path: required for kind = {kind!r}")
-    if raw_path and not (p.parent / raw_path).exists():
-        raise ConfigError(
-            f"{where(p, text, 'path')}: path: {(p.parent / raw_path).resolve()} does not exist "
-            f"(paths are relative to the spec file)"
+    src = Source(str(p), text)
+    f = read(SpecFile, data, src)
+    if f.name == "":
+        raise src.bad(("name",), "a non-empty string", f.name)
+    if f.kind in ("trace", "servegen") and not f.path:
+        raise src.error((), f"missing key 'path' (required for kind = {f.kind!r})")
+    if f.path and not (p.parent / f.path).exists():
+        raise src.error(
+            ("path",), f"path: {(p.parent / f.path).resolve()} does not exist (paths are relative to the spec file)"
         )
-    at = where(p, text, "arrivals")
     return WorkloadSpec(
-        name=name,
+        name=f.name or p.stem,
         source=str(p),
-        kind=kind,
-        path=str((p.parent / raw_path).resolve()) if raw_path else "",
-        format=fmt,
-        requests=_number(data, "requests", p, text, int, 1),
-        duration_s=_number(data, "duration_s", p, text, float, 0.0),
-        start_s=_number(data, "start_s", p, text, float, 0.0, 0.0),
-        time_scale=_number(data, "time_scale", p, text, float, 1e-9, 1.0),
-        clients=_clients(data, p, text),
-        rate_scale=_number(data, "rate_scale", p, text, float, 0.0, 1.0),
-        arrivals=_section(ArrivalSpec, data["arrivals"], p, text, "arrivals").validate(at)
-        if "arrivals" in data
-        else None,
-        input=_lengths(data, "input", p, text) or LengthSpec(),
-        output=_lengths(data, "output", p, text),
-        prefix=_section(PrefixSpec, data.get("prefix", {}), p, text, "prefix").validate(where(p, text, "prefix")),
-        sessions=_section(SessionSpec, data.get("sessions", {}), p, text, "sessions").validate(
-            where(p, text, "sessions")
-        ),
-        slo_ms=_slo(data, p, text),
-        components=_components(data, p, text, seen + (p,)) if kind == "mix" else (),
+        kind=f.kind,
+        path=str((p.parent / f.path).resolve()) if f.path else "",
+        format=f.format,
+        requests=f.requests,
+        duration_s=f.duration_s,
+        start_s=f.start_s,
+        time_scale=f.time_scale,
+        clients=f.clients,
+        rate_scale=f.rate_scale,
+        arrivals=f.arrivals.validate(src.at(("arrivals",))) if f.arrivals else None,
+        input=_lengths(f.input, "input", p, src) or LengthSpec(),
+        output=_lengths(f.output, "output", p, src),
+        prefix=f.prefix.validate(src.at(("prefix",))),
+        sessions=f.sessions.validate(src.at(("sessions",))),
+        slo_ms=tuple((k.name, v) for k in fields(Slo) if (v := getattr(f.slo, k.name)) is not None),
+        components=_components(f, p, src, seen + (p,)) if f.kind == "mix" else (),
     )
 
 
-def _lengths(data: dict, role: str, p: Path, text: str) -> LengthSpec | None:
-    if role not in data:
+def _lengths(spec: LengthSpec | None, role: str, p: Path, src: Source) -> LengthSpec | None:
+    if spec is None:
         return None
-    spec = _section(LengthSpec, data[role], p, text, role, resolve_path=True)
-    if spec.path and not Path(spec.path).exists():
-        raise ConfigError(f"{where(p, text, role + '.path')}: {role}.path: {spec.path} does not exist")
-    return spec.validate(where(p, text, role), role)
+    if spec.path:
+        resolved = (p.parent / spec.path).resolve()  # relative to the spec file
+        if not resolved.exists():
+            raise src.error((role, "path"), f"{role}.path: {resolved} does not exist")
+        spec = replace(spec, path=str(resolved))
+    return spec.validate(src.at((role,)), role)
 
 
-def _clients(data: dict, p: Path, text: str) -> tuple[int, ...]:
-    value = data.get("clients", [])
-    if not isinstance(value, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in value):
-        raise ConfigError(f"{where(p, text, 'clients')}: clients: expected a list of client ids (integers >= 0)")
-    return tuple(value)
-
-
-def _slo(data: dict, p: Path, text: str) -> tuple[tuple[str, float], ...]:
-    slo = data.get("slo", {})
-    if not isinstance(slo, dict):
-        raise ConfigError(f"{where(p, text, 'slo')}: [slo] must be a table")
-    check_keys(slo, SLO_KEYS, p, text, "slo")
-    for key, value in slo.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_SLO_MS:
-            raise ConfigError(
-                f"{where(p, text, 'slo.' + key)}: slo.{key}: expected milliseconds > 0 and <= {MAX_SLO_MS:g}, got {value!r}"
-            )
-    return tuple((k, float(v)) for k, v in slo.items())
-
-
-def _components(data: dict, p: Path, text: str, seen: tuple[Path, ...]) -> tuple[Component, ...]:
+def _components(f: SpecFile, p: Path, src: Source, seen: tuple[Path, ...]) -> tuple[Component, ...]:
     from kvbench.workload.load import find_workload
 
-    comps = data.get("components")
-    if not isinstance(comps, list) or not comps:
-        raise ConfigError(f"{where(p, text, 'components')}: kind = 'mix' needs [[components]] with workload and weight")
+    if not f.components:
+        raise src.error(("components",), "kind = 'mix' needs [[components]] with workload and weight")
     out = []
-    for i, c in enumerate(comps):
-        if not isinstance(c, dict):
-            raise ConfigError(f"{where(p, text, 'components')}: components[{i}]: expected a table")
-        check_keys(c, COMPONENT_KEYS, p, text, "components")
-        ref = c.get("workload")
-        if not isinstance(ref, str):
-            raise ConfigError(f"{where(p, text, 'workload')}: components[{i}].workload: expected a name or path")
-        weight = _number(c, "weight", p, text, float, 0.0, 1.0)
-        sub = load_spec(find_workload(ref, p.parent), seen)
-        name = c.get("name", sub.name)
-        if not isinstance(name, str):
-            raise ConfigError(f"{where(p, text, 'name')}: components[{i}].name: expected a string")
-        out.append(Component(sub, weight, name))
+    for c in f.components:
+        sub = load_spec(find_workload(c.workload, p.parent), seen)
+        out.append(Component(sub, c.weight, sub.name if c.name is None else c.name))
     return tuple(out)

@@ -134,7 +134,7 @@ def replay_sim(run_dir: Path, n: int) -> None:
     from bench_sim import TRACE, repeated
 
     from kvbench.run import RunOptions, execute
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload.load import Workload
 
     execute(

@@ -47,7 +47,7 @@ def repeated(n: int):
 
 def end_to_end(preset: str, n: int, million: bool = False, clock=time.perf_counter) -> float:
     from kvbench.run import RunOptions, execute
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload.load import Workload, from_trace, shape
 
     wl = shape(from_trace(TRACE), max_requests=n)
@@ -64,7 +64,8 @@ def end_to_end(preset: str, n: int, million: bool = False, clock=time.perf_count
 def sim_only(preset: str, n: int, clock=time.perf_counter) -> float:
     from kvbench.eventlog import EventLog
     from kvbench.sim.target import SimTarget
-    from kvbench.target import RunContext, resolve
+    from kvbench.target import RunContext
+    from kvbench.targets import resolve
     from kvbench.workload.mooncake import read_mooncake
 
     reqs = list(islice(read_mooncake(TRACE), n))
@@ -79,8 +80,8 @@ def sim_only(preset: str, n: int, clock=time.perf_counter) -> float:
 
 def startup(preset: str) -> float:
     code = (
-        "import time; t = time.perf_counter(); import tempfile, pathlib; from kvbench.target import resolve, "
-        "build, RunContext; from kvbench.eventlog import EventLog; d = tempfile.mkdtemp(); "
+        "import time; t = time.perf_counter(); import tempfile, pathlib; from kvbench.targets import resolve, "
+        "build; from kvbench.target import RunContext; from kvbench.eventlog import EventLog; d = tempfile.mkdtemp(); "
         f"build(resolve('sim:{preset}'), RunContext(0, pathlib.Path(d), EventLog(d))); "
         "print(time.perf_counter() - t)"
     )

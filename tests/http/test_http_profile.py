@@ -6,7 +6,7 @@ import pytest
 
 from kvbench.config import ConfigError
 from kvbench.http.profile import EndpointProfile, load_profile
-from kvbench.target import resolve
+from kvbench.targets import resolve
 
 
 @pytest.mark.parametrize("name", ["openai", "llamacpp-local", "vllm-local", "sglang-local"])
@@ -35,13 +35,18 @@ def test_exact_length_per_server():
 def test_errors_name_file_line_and_key(tmp_path):
     p = tmp_path / "bad.toml"
     p.write_text('kind = "openai"\nbase_url = "http://x/v1"\napi = "chatty"\n')
-    with pytest.raises(ConfigError, match=r"bad.toml:3: key 'api' must be one of completions, chat"):
+    with pytest.raises(ConfigError, match=r"bad.toml:3: api must be one of completions, chat, got 'chatty'"):
         load_profile(resolve(str(p)).params, str(p))
     p.write_text('kind = "openai"\nretries = -1\n')
-    with pytest.raises(ConfigError, match=r"bad.toml:2: key 'retries' must be an integer >= 0"):
+    with pytest.raises(ConfigError, match=r"bad.toml:2: retries must be a whole number >= 0, got -1"):
         load_profile(resolve(str(p)).params, str(p))
     p.write_text('kind = "openai"\nmodel = "m"\nignore_eoss = true\n')
     with pytest.raises(ConfigError, match=r"bad.toml:3: unknown key 'ignore_eoss'"):
         load_profile(resolve(str(p)).params, str(p))
-    with pytest.raises(ConfigError, match="'base_url' must start with http"):
+    p.write_text('kind = "openai"\n\n[headers]\nx-trace = 5\n')  # header values are strings
+    with pytest.raises(ConfigError, match=r"bad.toml:4: headers.x-trace must be a string, got 5"):
+        load_profile(resolve(str(p)).params, str(p))
+    with pytest.raises(
+        ConfigError, match=r"^--target: base_url must be a URL starting with http:// or https://, got 'localhost:8000'"
+    ):
         load_profile({"base_url": "localhost:8000"})

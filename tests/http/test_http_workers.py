@@ -36,12 +36,10 @@ def rows(run_dir: Path, sql: str) -> list[tuple]:
 
 
 def test_two_workers_match_one_process(tmp_path):
-    from kvbench.http.workers import execute_sharded
-
     with FaultServer() as srv:
         spec = TargetSpec("openai", "f", {**PARAMS, "base_url": srv.base_url})
         one, st1 = execute(workload(), spec, RunOptions(out=tmp_path / "one"))
-        two, st2 = execute_sharded(workload(), spec, RunOptions(out=tmp_path / "two"), 2)
+        two, st2 = execute(workload(), spec, RunOptions(out=tmp_path / "two", workers=2))
     assert (st1.finished, st2.finished, st2.submitted) == (20, 20, 20)
     # sessions 0, 2 and even singles go to worker 0; sessions 1, 3 and odd singles to worker 1
     assert sorted(p.name for p in (two / "events").iterdir()) == ["w000-00000.parquet", "w001-00000.parquet"]

@@ -17,7 +17,7 @@ import pytest
 
 from kvbench.records import Request
 from kvbench.run import RunOptions, execute
-from kvbench.target import resolve
+from kvbench.targets import resolve
 from kvbench.workload.load import Workload
 
 pytestmark = pytest.mark.live

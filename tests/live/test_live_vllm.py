@@ -24,7 +24,7 @@ def vllm_url(tmp_path_factory):
 
 def test_vllm_replay_exact_lengths_and_block_cached_tokens(vllm_url, tmp_path):
     from kvbench.run import RunOptions, execute
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload.load import from_trace
 
     # Request 1 and 2 share block id 1 (512 tokens); the word-level tokenizer makes 512 words = 512 tokens, so

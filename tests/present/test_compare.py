@@ -13,7 +13,7 @@ from kvbench.analysis.figures import weighted_quantiles
 from kvbench.present.compare import compare, delta_for, split_key
 from kvbench.records import Request
 from kvbench.run import RunOptions, execute
-from kvbench.target import resolve
+from kvbench.targets import resolve
 from kvbench.workload.load import Workload
 
 MS = 1_000_000

@@ -136,7 +136,7 @@ def _gate(*args):
 def test_cli_exit_codes_and_outputs(tmp_path):
     from kvbench.records import Request
     from kvbench.run import RunOptions, execute
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload.load import Workload
 
     reqs = [Request(i, i * 10_000_000, 100, 2) for i in range(30)]
@@ -178,7 +178,7 @@ def test_committed_fixed_baseline_gates_a_fresh_run(tmp_path):
     from pathlib import Path
 
     from kvbench.run import RunOptions, execute
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload import load
 
     repo = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from kvbench.eventlog import read_manifest, write_manifest
 from kvbench.present import summary
 from kvbench.records import Request
 from kvbench.run import RunOptions, execute
-from kvbench.target import resolve
+from kvbench.targets import resolve
 from kvbench.workload.load import Workload
 
 MS = 1_000_000

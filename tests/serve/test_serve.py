@@ -258,8 +258,8 @@ def test_client_disconnect_mid_stream_is_counted_not_a_traceback():
 @pytest.mark.parametrize(
     "target, needle",
     [
-        ("fixed:ttft_ms=-1", "fixed.ttft_ms must be a non-negative number"),
-        ("fixed:ttft_ms=5,servers=2", "unknown fixed target key 'servers'"),
+        ("fixed:ttft_ms=-1", "fixed:ttft_ms=-1: ttft_ms must be a number >= 0, got -1"),
+        ("fixed:ttft_ms=5,servers=2", "unknown key 'servers'; allowed: eos_tokens, itl_ms, kind, prefill_us_per_token"),
         ("http://127.0.0.1:1/v1", "--target must be fixed"),
     ],
 )
@@ -272,7 +272,7 @@ def test_bad_target_is_one_line_exit_2(target, needle):
 
 def test_sim_target_timing_follows_one_request_simulation():
     from kvbench.serve.sim_timing import simulate_one
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
 
     # What the default preset's cluster gives one 40-token prompt with 8 output tokens, alone, in virtual time.
     want = simulate_one(resolve("sim"), 0, 40, 8)
@@ -306,7 +306,7 @@ def test_replay_through_kvbench_serve(tmp_path):
     import duckdb
 
     from kvbench.run import RunOptions, execute
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload.load import from_trace
 
     # (hash_ids, input tokens, output tokens). A block that is reused later is full where first seen: the trace

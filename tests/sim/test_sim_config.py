@@ -10,7 +10,8 @@ from kvbench.config import ConfigError
 from kvbench.eventlog import EventLog
 from kvbench.sim.cluster import parse_cluster
 from kvbench.sim.target import SimTarget
-from kvbench.target import RunContext, find_adapter, resolve
+from kvbench.target import RunContext
+from kvbench.targets import find_adapter, resolve
 
 GOOD = """kind = "sim"
 model = "Llama-3.1-8B"
@@ -145,3 +146,12 @@ def test_dp_attention_multiplies_mla_kv_capacity(tmp_path):
     # (each capacity is rounded down to whole 16-token blocks, so 8x agrees within 8 blocks)
     assert abs(dp.cluster.engines[2].kv_total - 8 * plain.cluster.engines[2].kv_total) <= 8 * 16
     assert dp.cluster.engines[0].kv_total == plain.cluster.engines[0].kv_total  # only the decode pool changed
+
+
+def test_profile_granularity_names_are_the_transfer_models():
+    from typing import get_args
+
+    from kvbench.sim.cluster import GranularityName
+    from kvbench.sim.transfer import GRANULARITIES
+
+    assert get_args(GranularityName) == GRANULARITIES

@@ -11,7 +11,8 @@ import pytest
 from kvbench.eventlog import EventLog, table_glob
 from kvbench.records import Request
 from kvbench.replay import Replayer
-from kvbench.target import RunContext, build, resolve
+from kvbench.target import RunContext
+from kvbench.targets import build, resolve
 
 MS = 1_000_000
 

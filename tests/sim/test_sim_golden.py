@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from kvbench.eventlog import table_glob
 from kvbench.run import RunOptions, execute
-from kvbench.target import resolve
+from kvbench.targets import resolve
 from kvbench.workload.load import from_trace, shape
 
 GOLDEN = Path(__file__).parent / "golden" / "sim_pd2p2d_conversation150.csv"

@@ -6,7 +6,7 @@ import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbench.http.lag import client_lag
+from kvbench.clientlag import client_lag
 
 MS = 1_000_000
 
