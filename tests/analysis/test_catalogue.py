@@ -34,7 +34,7 @@ def real(tmp_path_factory) -> Path:
 def sim(tmp_path_factory, conversation_trace: Path) -> Path:
     """A simulator replay (PD cluster: instances, KV tiers, transfers)."""
     from kvbench.run import RunOptions, execute
-    from kvbench.target import resolve
+    from kvbench.targets import resolve
     from kvbench.workload import load
 
     wl = load.shape(load.select(conversation_trace, None), max_requests=150)
