@@ -88,12 +88,13 @@ def arrival_times_ns(spec: ArrivalSpec, rng, n: int | None = None, duration_s: f
     """Up to n arrivals (or all within duration_s, or the first n of those) as sorted int64 ns offsets."""
     import numpy as np
 
-    if n is None and duration_s is None:
-        raise ConfigError("a generated workload needs `requests` or `duration_s`")
-    want = n
-    if want is None:
+    if n is not None:
+        want = n
+    elif duration_s is not None:
         mean = _expected_count(spec, duration_s)
         want = int(mean + 6 * mean**0.5 + 16)  # enough that running out before duration_s is ~impossible
+    else:
+        raise ConfigError("a generated workload needs `requests` or `duration_s`")
     if want > MAX_GENERATED:
         raise ConfigError(
             f"a generated workload of ~{want:,} requests: at most {MAX_GENERATED:,} (they are held in "

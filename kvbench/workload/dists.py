@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvbench.config import ConfigError
+from kvbench.workload import servegen
+from kvbench.workload.csvtraces import read_lengths
 
 Z99 = 2.3263478740408408  # standard normal 0.99 quantile
 DISTS = ("fixed", "uniform", "lognormal", "servegen", "csv")
@@ -78,8 +80,6 @@ def sample_lengths(spec: LengthSpec, rng, n: int, role: str):
 
 
 def _servegen(spec: LengthSpec, rng, n: int, role: str):
-    from kvbench.workload import servegen
-
     comps, weights = servegen.mixture(Path(spec.path), list(spec.clients) or None)
     field = "input_tokens" if role == "input" else "output_tokens"
     with_reason = role == "output" and spec.reason_ratio is None and all("reason_ratio" in c for c in comps)
@@ -90,8 +90,6 @@ def _servegen(spec: LengthSpec, rng, n: int, role: str):
 
 def _csv_column(spec: LengthSpec, rng, n: int, role: str):
     import numpy as np
-
-    from kvbench.workload.csvtraces import read_lengths
 
     pairs = np.array(read_lengths(spec.path), dtype=np.int64)
     column = spec.column or ("num_prefill_tokens" if role == "input" else "num_decode_tokens")
@@ -111,8 +109,6 @@ def sample_pair(inp: LengthSpec, out: LengthSpec, rng, n: int):
         n_in, _ = sample_lengths(inp, rng, n, "input")
         n_out, reason = sample_lengths(out, rng, n, "output")
         return n_in, n_out, reason
-    from kvbench.workload import servegen
-
     comps, weights = servegen.mixture(Path(inp.path), list(inp.clients) or None)
     with_reason = out.reason_ratio is None and all("reason_ratio" in c for c in comps)
     fields = ("input_tokens", "output_tokens") + (("reason_ratio",) if with_reason else ())

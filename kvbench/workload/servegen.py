@@ -15,10 +15,14 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import s_to_ns
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RATE_WINDOW_S = 600
 MAX_RATE = 100_000  # req/s of one client: far above any ServeGen client (the busiest aggregate is ~600 req/s)
@@ -30,8 +34,8 @@ FIELDS = ("input_tokens", "output_tokens", "reason_ratio")
 
 @dataclass(frozen=True)
 class Pmf:
-    values: object  # np.ndarray float64, ascending
-    cdf: object  # np.ndarray float64, last = 1
+    values: np.ndarray  # float64, ascending
+    cdf: np.ndarray  # float64, last = 1
 
     def quantile(self, u):
         import numpy as np
@@ -102,7 +106,7 @@ _NUMBER_CHARS = str.maketrans("", "", "0123456789.eE+- \t\r\n")
 @dataclass(frozen=True)
 class Client:
     client_id: int
-    windows: object  # np.ndarray (k, 4): start_s, rate, shape, scale; family in `families`
+    windows: np.ndarray  # (k, 4): start_s, rate, shape, scale; family in `families`
     families: tuple[str, ...]
     datasets: dict  # dataset window start_s -> {field: Pmf}
 
@@ -180,7 +184,7 @@ def load_client(directory: Path, client_id: int, fields: tuple[str, ...] = FIELD
     return Client(client_id, windows, families, datasets)
 
 
-def dataset_at(client: Client, t_s: float) -> dict:
+def dataset_at(client: Client, t_s: float) -> dict | None:
     """The PMFs of the 6 h dataset window holding t_s, else of the nearest window with data (None if none has)."""
     if not client.datasets:
         return None
@@ -255,7 +259,7 @@ def _to_requests(rows, start_s: float, name: str) -> list[Request]:
     return [r._replace(req_id=i) for i, r in enumerate(reqs)]
 
 
-def mixture(directory: Path, clients: list[int] | None = None) -> tuple[list[dict], object]:
+def mixture(directory: Path, clients: list[int] | None = None) -> tuple[list[dict], np.ndarray]:
     """Request-weighted mixture over (client, 6 h window): components' PMFs and their weights (sum 1)."""
     import numpy as np
 

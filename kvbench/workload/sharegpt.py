@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvbench.config import ConfigError
+from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS
+from kvbench.workload.synth import finalize
 
 CHARS_PER_TOKEN = 4
 BLOCK_CHARS = MOONCAKE_BLOCK_TOKENS * CHARS_PER_TOKEN
@@ -129,9 +131,6 @@ def to_requests(
     `out_tokens`, `out_reason`, `think_ns` (one per turn, in session order) fill what the file does not record.
     Single-turn conversations are plain requests (session -1); ids are dense in arrival order.
     """
-    from kvbench.records import Request
-    from kvbench.workload.synth import finalize
-
     reqs = []
     k = 0
     for sid, (turns, t0) in enumerate(zip(sessions, starts_ns)):

@@ -13,6 +13,7 @@ from typing import Any
 from kvbench.config import ConfigError, check_keys, load_toml, where
 from kvbench.workload.arrivals import ArrivalSpec
 from kvbench.workload.dists import LengthSpec
+from kvbench.workload.inputs import find_workload
 from kvbench.workload.synth import PrefixSpec, SessionSpec
 
 KINDS = ("trace", "synthetic", "servegen", "mix")
@@ -200,8 +201,6 @@ def _slo(data: dict, p: Path, text: str) -> tuple[tuple[str, float], ...]:
 
 
 def _components(data: dict, p: Path, text: str, seen: tuple[Path, ...]) -> tuple[Component, ...]:
-    from kvbench.workload.load import find_workload
-
     comps = data.get("components")
     if not isinstance(comps, list) or not comps:
         raise ConfigError(f"{where(p, text, 'components')}: kind = 'mix' needs [[components]] with workload and weight")
