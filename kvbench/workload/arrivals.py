@@ -7,12 +7,20 @@ benchmark does; piecewise: a sampled gap after 0, since its rate may start at 0)
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvbench.config import ConfigError
 from kvbench.units import NS_PER_S
 
+if TYPE_CHECKING:
+    import numpy as np
+
+
 PROCESSES = ("trace", "poisson", "gamma", "constant", "piecewise")
+# A run seed, or a path of them ([seed, component], ...) for independent sub-streams (numpy SeedSequence).
+Seed = int | Sequence["Seed"]
 MAX_GENERATED = 50_000_000  # generated arrivals are arrays in memory (8 bytes each, plus the requests built on them)
 
 
@@ -84,7 +92,9 @@ def _piecewise_seconds(spec: ArrivalSpec, unit_times):
     return np.where(rates[idx] > 0, t, np.inf)
 
 
-def arrival_times_ns(spec: ArrivalSpec, rng, n: int | None = None, duration_s: float | None = None):
+def arrival_times_ns(
+    spec: ArrivalSpec, rng: np.random.Generator, n: int | None = None, duration_s: float | None = None
+) -> np.ndarray:
     """Up to n arrivals (or all within duration_s, or the first n of those) as sorted int64 ns offsets."""
     import numpy as np
 
@@ -123,7 +133,7 @@ def _gaps_s(spec: ArrivalSpec, rng, n: int):
     return rng.exponential(1.0 / spec.rate, n)
 
 
-def iter_arrivals_ns(spec: ArrivalSpec, seed, chunk: int = 65_536):
+def iter_arrivals_ns(spec: ArrivalSpec, seed: Seed, chunk: int = 65_536) -> Iterator[int]:
     """An endless stream of arrival offsets (ns) for re-timing a trace of unknown length, chunk by chunk."""
     import numpy as np
 

@@ -12,7 +12,7 @@ from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS
 from kvbench.workload import servegen
-from kvbench.workload.arrivals import ArrivalSpec, arrival_times_ns, iter_arrivals_ns
+from kvbench.workload.arrivals import ArrivalSpec, Seed, arrival_times_ns, iter_arrivals_ns
 from kvbench.workload.csvtraces import read_azure, read_lengths
 from kvbench.workload.dists import LengthSpec, sample_lengths
 from kvbench.workload.inputs import check_file, file_digest
@@ -81,7 +81,7 @@ def mooncake_make(path: Path, name: str = "") -> Callable[[], Iterator[Request]]
     return lambda: read_sorted(path, MOONCAKE_BLOCK_TOKENS, name)
 
 
-def trace_requests(spec: WorkloadSpec, fmt: str, seed) -> Callable[[], Iterator[Request]]:
+def trace_requests(spec: WorkloadSpec, fmt: str, seed: Seed) -> Callable[[], Iterator[Request]]:
     """A fresh-iterator factory for a trace file of format `fmt` (arrivals as recorded or generated)."""
     import numpy as np
 
@@ -113,7 +113,9 @@ def trace_requests(spec: WorkloadSpec, fmt: str, seed) -> Callable[[], Iterator[
     return retimed(make, arrivals, seed) if retime else make
 
 
-def retimed(make: Callable[[], Iterator[Request]], arrivals: ArrivalSpec, seed) -> Callable[[], Iterator[Request]]:
+def retimed(
+    make: Callable[[], Iterator[Request]], arrivals: ArrivalSpec, seed: Seed
+) -> Callable[[], Iterator[Request]]:
     """Give the stream's requests, in order, the arrival times of a generated process (streaming)."""
 
     def gen() -> Iterator[Request]:
@@ -133,7 +135,7 @@ def spec_digest(spec: WorkloadSpec) -> str:
     return h.hexdigest()[:16]
 
 
-def build(spec: WorkloadSpec, seed) -> Workload:
+def build(spec: WorkloadSpec, seed: Seed) -> Workload:
     """The Workload a spec describes, deterministic for `seed`."""
     make = _make(spec, seed)
     slo = dict(spec.slo_ms)
@@ -145,7 +147,7 @@ def build(spec: WorkloadSpec, seed) -> Workload:
     return w
 
 
-def _make(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
+def _make(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
     if spec.kind == "trace":
         fmt = detect_format(Path(spec.path)) if spec.format == "auto" else spec.format
         return trace_requests(spec, fmt, seed)
@@ -187,7 +189,7 @@ def _component_stream(i: int, make: Callable[[], Iterator[Request]], n_comp: int
         yield r._replace(hash_ids=ids, session_id=sid, workload=name)
 
 
-def _mix(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
+def _mix(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
     """Weighted mixture: each arrival of [arrivals] takes the next request of a component drawn by weight;
     without [arrivals], the components keep their own timelines and are merged (weights unused)."""
     import numpy as np
@@ -222,7 +224,7 @@ def _mix(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
     return drawn
 
 
-def for_trace(path: str | Path, seed) -> Workload:
+def for_trace(path: str | Path, seed: Seed) -> Workload:
     """A bare trace file as a workload (arrivals as recorded; Poisson 1 req/s where the file has none)."""
     p = check_file(path)
     spec = WorkloadSpec(name=p.stem, source=str(p), kind="trace", path=str(p))

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvbench.config import ConfigError
 from kvbench.workload import servegen
 from kvbench.workload.csvtraces import read_lengths
+
+if TYPE_CHECKING:
+    import numpy as np
+
 
 Z99 = 2.3263478740408408  # standard normal 0.99 quantile
 DISTS = ("fixed", "uniform", "lognormal", "servegen", "csv")
@@ -56,7 +61,7 @@ class LengthSpec:
         return self
 
 
-def sample_lengths(spec: LengthSpec, rng, n: int, role: str):
+def sample_lengths(spec: LengthSpec, rng: np.random.Generator, n: int, role: str) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, reason_tokens) as int64 arrays of length n; reason is zeros unless the spec gives a share."""
     import numpy as np
 
@@ -99,7 +104,9 @@ def _csv_column(spec: LengthSpec, rng, n: int, role: str):
     return values[rng.integers(0, len(values), n)].astype(np.float64)
 
 
-def sample_pair(inp: LengthSpec, out: LengthSpec, rng, n: int):
+def sample_pair(
+    inp: LengthSpec, out: LengthSpec, rng: np.random.Generator, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input, output, reason) arrays. Two `servegen` specs on the same folder are drawn jointly, as ServeGen does
     (one component and one uniform per request for all fields); otherwise input and output are independent."""
     import numpy as np

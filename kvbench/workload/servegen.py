@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import s_to_ns
+from kvbench.workload.arrivals import Seed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,7 +38,7 @@ class Pmf:
     values: np.ndarray  # float64, ascending
     cdf: np.ndarray  # float64, last = 1
 
-    def quantile(self, u):
+    def quantile(self, u: np.ndarray) -> np.ndarray:
         import numpy as np
 
         idx = np.searchsorted(self.cdf, u, side="right")
@@ -191,7 +192,9 @@ def dataset_at(client: Client, t_s: float) -> dict | None:
     return client.datasets[min(client.datasets, key=lambda s: (abs(s + DATASET_WINDOW_S / 2 - t_s), s))]
 
 
-def window_arrivals_s(rng, start_s: float, n: int, family: str, shape: float, scale: float):
+def window_arrivals_s(
+    rng: np.random.Generator, start_s: float, n: int, family: str, shape: float, scale: float
+) -> np.ndarray:
     """n arrival times in [start_s, start_s + 600): fitted gaps rescaled so n + 1 of them span the window."""
     import numpy as np
 
@@ -204,7 +207,7 @@ def window_arrivals_s(rng, start_s: float, n: int, family: str, shape: float, sc
     return np.minimum(t, start_s + RATE_WINDOW_S - 1e-9)  # a ~0 last gap must not leave the window (1 ns inside)
 
 
-def sample_fields(pmfs: dict, u) -> dict:
+def sample_fields(pmfs: dict, u: np.ndarray) -> dict:
     """All fields for uniforms `u` (one shared uniform per request: ServeGen's coupling)."""
     return {f: pmf.quantile(u) for f, pmf in pmfs.items()}
 
@@ -215,7 +218,7 @@ def generate(
     start_s: float,
     duration_s: float,
     rate_scale: float,
-    seed: int,
+    seed: Seed,
     name: str = "",
 ) -> list[Request]:
     """Requests of the chosen clients over [start_s, start_s + duration_s), arrival offsets from start_s."""
@@ -278,7 +281,9 @@ def mixture(directory: Path, clients: list[int] | None = None) -> tuple[list[dic
     return comps, w / w.sum()
 
 
-def sample_mixture(comps: list[dict], weights, rng, n: int, fields: tuple[str, ...]) -> dict:
+def sample_mixture(
+    comps: list[dict], weights: np.ndarray, rng: np.random.Generator, n: int, fields: tuple[str, ...]
+) -> dict:
     """n draws from the mixture: a component by weight, then all `fields` from one shared uniform."""
     import numpy as np
 

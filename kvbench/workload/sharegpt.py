@@ -14,11 +14,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS
 from kvbench.workload.synth import finalize
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CHARS_PER_TOKEN = 4
 BLOCK_CHARS = MOONCAKE_BLOCK_TOKENS * CHARS_PER_TOKEN
@@ -124,8 +128,14 @@ def read_sharegpt(path: str | Path) -> list[list[Turn]]:
 
 
 def to_requests(
-    sessions: list[list[Turn]], starts_ns, out_tokens, out_reason, think_ns, name: str, limit: int | None = None
-):
+    sessions: list[list[Turn]],
+    starts_ns: np.ndarray,
+    out_tokens: np.ndarray,
+    out_reason: np.ndarray,
+    think_ns: np.ndarray,
+    name: str,
+    limit: int | None = None,
+) -> list[Request]:
     """Sessions started at `starts_ns` (one per session, ascending); turn k > 0 follows after `think_ns[k]`.
 
     `out_tokens`, `out_reason`, `think_ns` (one per turn, in session order) fill what the file does not record.

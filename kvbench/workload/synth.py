@@ -11,12 +11,16 @@ turn k-1 ends. Requests are sorted by arrival and numbered densely; at most `req
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS, NS_PER_S
-from kvbench.workload.arrivals import ArrivalSpec, arrival_times_ns
+from kvbench.workload.arrivals import ArrivalSpec, Seed, arrival_times_ns
 from kvbench.workload.dists import LengthSpec, sample_pair
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ def finalize(reqs: list[Request], limit: int | None = None) -> list[Request]:
     return [r._replace(req_id=i) for i, r in enumerate(reqs)]
 
 
-def think_times_ns(ss: SessionSpec, rng, n: int):
+def think_times_ns(ss: SessionSpec, rng: np.random.Generator, n: int) -> np.ndarray:
     """n think times (int64 ns): all `think_s`, or exponential with that mean."""
     import numpy as np
 
@@ -80,7 +84,7 @@ def think_times_ns(ss: SessionSpec, rng, n: int):
     return np.round(s * NS_PER_S).astype(np.int64)
 
 
-def group_weights(spec: PrefixSpec):
+def group_weights(spec: PrefixSpec) -> np.ndarray:
     import numpy as np
 
     k = np.arange(spec.groups, dtype=np.float64)
@@ -88,7 +92,7 @@ def group_weights(spec: PrefixSpec):
     return w / w.sum()
 
 
-def generate(spec: SynthSpec, seed: int, name: str = "", id_base: int = 0) -> list[Request]:
+def generate(spec: SynthSpec, seed: Seed, name: str = "", id_base: int = 0) -> list[Request]:
     """The whole workload, deterministic for `seed`; block ids start at `id_base` (mixtures keep them apart)."""
     import numpy as np
 
