@@ -70,11 +70,11 @@ def test_completion_stream_timing_counts_usage(fixed_server):
     toks = token_chunks(events, chat=False)
     assert [text for _, text in toks] == [f" w{i}" for i in range(12)]  # one chunk per token, exactly 12
     # Token i is due at ttft + i * itl = 60 + 15 i ms after the request arrived (absolute deadlines). The client
-    # can only see a token later than it was sent, so "not before its deadline" is exact; the upper bound is
-    # generous (a loaded machine delays reads; this is not a speed test).
+    # can only see a token later than it was sent, so "not before its deadline" is exact. A loaded machine delays
+    # reads by any amount, so the upper bound only catches pacing in a wrong unit (x1000), not a slow machine.
     for i, (t_ns, _) in enumerate(toks):
         due = 60_000_000 + 15_000_000 * i
-        assert due - SLACK_NS <= t_ns < due + 500_000_000, (i, t_ns)
+        assert due - SLACK_NS <= t_ns < 10 * due + 5_000_000_000, (i, t_ns)
     finals = [d for _, d in events if d["choices"] and d["choices"][0]["finish_reason"]]
     assert [d["choices"][0]["finish_reason"] for d in finals] == ["length"]
     usage = events[-1][1]["usage"]
@@ -306,7 +306,7 @@ def test_sim_target_timing_follows_one_request_simulation():
     assert toks[0][0] >= want.ttft_ns - SLACK_NS  # the first token is not sent before the simulated TTFT
     # Token 8 is due at ttft + 7 * itl after the request arrived.
     assert toks[-1][0] >= want.ttft_ns + 7 * want.itl_ns - SLACK_NS
-    assert toks[-1][0] < want.ttft_ns + 7 * want.itl_ns + 1_000_000_000  # generous: not a speed test
+    assert toks[-1][0] < 10 * (want.ttft_ns + 7 * want.itl_ns) + 5_000_000_000  # a wrong unit, not a slow machine
 
 
 def test_replay_through_kvbench_serve(tmp_path):
