@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from kvbench.config import ConfigError
 from kvbench.units import NS_PER_S
-
-if TYPE_CHECKING:
-    import numpy as np
-
 
 PROCESSES = ("trace", "poisson", "gamma", "constant", "piecewise")
 # A run seed, or a path of them ([seed, component], ...) for independent sub-streams (numpy SeedSequence).
@@ -68,8 +65,6 @@ def _expected_count(spec: ArrivalSpec, duration_s: float) -> float:
 
 def _cumulative(spec: ArrivalSpec, t_s):
     """Λ(t): expected arrivals by time t of the piecewise-constant rate (the last piece runs forever)."""
-    import numpy as np
-
     starts = np.array([p[0] for p in spec.pieces], dtype=np.float64)
     rates = np.array([p[1] for p in spec.pieces], dtype=np.float64)
     t = np.asarray(t_s, dtype=np.float64)
@@ -80,8 +75,6 @@ def _cumulative(spec: ArrivalSpec, t_s):
 
 def _piecewise_seconds(spec: ArrivalSpec, unit_times):
     """Invert Λ: unit-rate Poisson times -> times of the piecewise process (inf past a trailing zero rate)."""
-    import numpy as np
-
     starts = np.array([p[0] for p in spec.pieces], dtype=np.float64)
     rates = np.array([p[1] for p in spec.pieces], dtype=np.float64)
     base = _cumulative(spec, starts)
@@ -96,8 +89,6 @@ def arrival_times_ns(
     spec: ArrivalSpec, rng: np.random.Generator, n: int | None = None, duration_s: float | None = None
 ) -> np.ndarray:
     """Up to n arrivals (or all within duration_s, or the first n of those) as sorted int64 ns offsets."""
-    import numpy as np
-
     if n is not None:
         want = n
     elif duration_s is not None:
@@ -122,8 +113,6 @@ def arrival_times_ns(
 
 
 def _gaps_s(spec: ArrivalSpec, rng, n: int):
-    import numpy as np
-
     if spec.process == "gamma":
         return rng.gamma(spec.burstiness, 1.0 / (spec.rate * spec.burstiness), n)
     if spec.process == "constant":
@@ -135,8 +124,6 @@ def _gaps_s(spec: ArrivalSpec, rng, n: int):
 
 def iter_arrivals_ns(spec: ArrivalSpec, seed: Seed, chunk: int = 65_536) -> Iterator[int]:
     """An endless stream of arrival offsets (ns) for re-timing a trace of unknown length, chunk by chunk."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     t_s = 0.0
     first = True

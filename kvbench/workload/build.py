@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
+
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS
@@ -83,8 +85,6 @@ def mooncake_make(path: Path, name: str = "") -> Callable[[], Iterator[Request]]
 
 def trace_requests(spec: WorkloadSpec, fmt: str, seed: Seed) -> Callable[[], Iterator[Request]]:
     """A fresh-iterator factory for a trace file of format `fmt` (arrivals as recorded or generated)."""
-    import numpy as np
-
     path = Path(spec.path)
     generated = spec.arrivals if spec.arrivals is not None and spec.arrivals.process != "trace" else None
     retime = generated is not None
@@ -192,8 +192,6 @@ def _component_stream(i: int, make: Callable[[], Iterator[Request]], n_comp: int
 def _mix(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
     """Weighted mixture: each arrival of [arrivals] takes the next request of a component drawn by weight;
     without [arrivals], the components keep their own timelines and are merged (weights unused)."""
-    import numpy as np
-
     comps = spec.components
     makes = [_make(c.spec, [seed, i]) for i, c in enumerate(comps)]
     n = len(comps)

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from kvbench.config import ConfigError
 from kvbench.workload import servegen
 from kvbench.workload.csvtraces import read_lengths
-
-if TYPE_CHECKING:
-    import numpy as np
-
 
 Z99 = 2.3263478740408408  # standard normal 0.99 quantile
 DISTS = ("fixed", "uniform", "lognormal", "servegen", "csv")
@@ -63,8 +60,6 @@ class LengthSpec:
 
 def sample_lengths(spec: LengthSpec, rng: np.random.Generator, n: int, role: str) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, reason_tokens) as int64 arrays of length n; reason is zeros unless the spec gives a share."""
-    import numpy as np
-
     ratio = None
     if spec.dist == "fixed":
         x = np.full(n, spec.tokens, dtype=np.float64)
@@ -94,8 +89,6 @@ def _servegen(spec: LengthSpec, rng, n: int, role: str):
 
 
 def _csv_column(spec: LengthSpec, rng, n: int, role: str):
-    import numpy as np
-
     pairs = np.array(read_lengths(spec.path), dtype=np.int64)
     column = spec.column or ("num_prefill_tokens" if role == "input" else "num_decode_tokens")
     if column not in ("num_prefill_tokens", "num_decode_tokens"):
@@ -109,8 +102,6 @@ def sample_pair(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input, output, reason) arrays. Two `servegen` specs on the same folder are drawn jointly, as ServeGen does
     (one component and one uniform per request for all fields); otherwise input and output are independent."""
-    import numpy as np
-
     joint = inp.dist == out.dist == "servegen" and (inp.path, inp.clients) == (out.path, out.clients)
     if not joint:
         n_in, _ = sample_lengths(inp, rng, n, "input")

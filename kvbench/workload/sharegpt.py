@@ -14,15 +14,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import numpy as np
+import orjson
 
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS
 from kvbench.workload.synth import finalize
-
-if TYPE_CHECKING:
-    import numpy as np
 
 CHARS_PER_TOKEN = 4
 BLOCK_CHARS = MOONCAKE_BLOCK_TOKENS * CHARS_PER_TOKEN
@@ -57,8 +56,6 @@ class Turn:
 
 
 def _load(path: Path) -> list:
-    import orjson
-
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory, expected a ShareGPT JSON file")
     raw = path.read_bytes()

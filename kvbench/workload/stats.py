@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Container, Iterable, Sequence
 
+import numpy as np
+
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS, ns_to_s
 
 
 def _pcts(values) -> dict[str, float]:
-    import numpy as np
-
     a = np.asarray(values, dtype=np.float64)
     if not len(a):
         return {"mean": float("nan"), "p50": float("nan"), "p99": float("nan"), "max": float("nan")}
@@ -92,8 +92,6 @@ class _Reuse:
 
 def trace_stats(requests: Iterable[Request], lru_tokens: Iterable[int] = ()) -> dict:
     """All figures of the SOURCES.md table for one request stream (hash-based ones are None without hash ids)."""
-    import numpy as np
-
     arrivals, ins, outs, reasons = [], [], [], []
     sessions: set[int] = set()
     caps = list(lru_tokens)
