@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 
-from kvbench.cli.command import Command, Group
-from kvbench.cli.options import OUTPUT, TARGET, TIMING, WORKLOAD, Overrides, Trace, WorkloadRef
+from kvbench.cli.command import Group
 from kvbench.config import ConfigError
 
 app = typer.Typer(
@@ -43,107 +41,11 @@ def _root(
     """Exit codes: 0 ok, 1 failed run or gate regression, 2 bad input, 130 interrupted."""
 
 
-@app.command(cls=Command)
-def replay(
-    trace: Trace = None,
-    workload: WorkloadRef = None,
-    max_requests: Annotated[
-        int | None, typer.Option("--max-requests", "-n", help="Replay at most N requests.", rich_help_panel=WORKLOAD)
-    ] = None,
-    start: Annotated[
-        float,
-        typer.Option(
-            "--start", help="Skip requests arriving before this many seconds into the trace.", rich_help_panel=WORKLOAD
-        ),
-    ] = 0.0,
-    duration: Annotated[
-        float | None,
-        typer.Option(
-            "--duration",
-            help="Keep requests arriving within this many seconds after --start.",
-            rich_help_panel=WORKLOAD,
-        ),
-    ] = None,
-    seed: Annotated[
-        int,
-        typer.Option(
-            "--seed", help="Seed for every random choice (workload generation, sim sampling).", rich_help_panel=WORKLOAD
-        ),
-    ] = 0,
-    target: Annotated[
-        str,
-        typer.Option(
-            "--target",
-            "-t",
-            help="sim | sim:PRESET | adapters/X.toml | profile name | http://HOST:PORT/v1 | "
-            "fixed:ttft_ms=50,itl_ms=10,servers=4.",
-            rich_help_panel=TARGET,
-        ),
-    ] = "sim",
-    set_: Overrides = None,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers", help="Shard sessions over N processes (real endpoints only).", rich_help_panel=TARGET
-        ),
-    ] = 1,
-    time_scale: Annotated[
-        float,
-        typer.Option(
-            "--time-scale", help="Replay X times faster (2 halves every inter-arrival gap).", rich_help_panel=TIMING
-        ),
-    ] = 1.0,
-    rate: Annotated[
-        float | None,
-        typer.Option(
-            "--rate", help="Re-time arrivals as a Poisson process at this many requests/s.", rich_help_panel=TIMING
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            "-c",
-            help="Closed loop: at most N requests in flight.",
-            show_default="open loop at arrival times",
-            rich_help_panel=TIMING,
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", "-o", help="Run directory.", show_default="reports/<run-id>/", rich_help_panel=OUTPUT),
-    ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress bar or summary.", rich_help_panel=OUTPUT)
-    ] = False,
-) -> None:
-    """Replay a workload against a target and write reports/<run-id>/ (events, requests, run.json)."""
-    from kvbench.cli.replay import replay_command
-
-    code = replay_command(
-        trace=trace,
-        workload=workload,
-        target=target,
-        overrides=set_ or [],
-        out=out,
-        seed=seed,
-        time_scale=time_scale,
-        rate=rate,
-        start=start,
-        duration=duration,
-        max_requests=max_requests,
-        concurrency=concurrency,
-        workers=workers,
-        quiet=quiet,
-    )
-    raise typer.Exit(code)
-
-
 def _register_subcommands() -> None:
     # Each module only declares typer signatures and imports its machinery lazily inside the command bodies.
-    from kvbench.cli import metrics, report, serve, sim, trace
+    from kvbench.cli import goodput, metrics, replay, report, serve, sim, trace
 
-    for module in (trace, sim, metrics, report, serve):
+    for module in (replay, trace, sim, metrics, report, goodput, serve):
         module.register(app)
 
 

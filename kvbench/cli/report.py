@@ -1,4 +1,4 @@
-"""Command-line signatures of `kvbench report`, `kvbench goodput` and `kvbench timeline` (machinery imported lazily)."""
+"""Command-line signatures of `kvbench report` and `kvbench timeline` (machinery imported lazily)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.command import Command
-from kvbench.cli.options import OUTPUT, TARGET, TIMING, WORKLOAD, GoodputArrivals, Overrides, ReportFormat, WorkloadRef
+from kvbench.cli.options import OUTPUT, ReportFormat
 
 SLO_EXAMPLE = "ttft=200,tpot=50,e2el=5000,tbt=100"
 
@@ -52,96 +52,6 @@ def report(
     report_command(runs, out, fmt.value, slo, bucket)
 
 
-def goodput(
-    *,
-    trace: Annotated[
-        Path | None, typer.Option("--trace", help="Trace file to replay at scaled rates.", rich_help_panel=WORKLOAD)
-    ] = None,
-    workload: WorkloadRef = None,
-    max_requests: Annotated[
-        int | None,
-        typer.Option("--max-requests", "-n", help="Requests per probe run (the first N).", rich_help_panel=WORKLOAD),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every probe run.", rich_help_panel=WORKLOAD)] = 0,
-    target: Annotated[
-        str,
-        typer.Option(
-            "--target",
-            "-t",
-            help="Target, as for replay: sim[:PRESET], fixed:..., http://HOST:PORT/v1, profile.",
-            rich_help_panel=TARGET,
-        ),
-    ],
-    set_: Overrides = None,
-    gpus: Annotated[
-        int | None,
-        typer.Option(
-            "--gpus",
-            help="GPUs of the target, for goodput per GPU.",
-            show_default="from the sim cluster spec",
-            rich_help_panel=TARGET,
-        ),
-    ] = None,
-    slo: Annotated[
-        str, typer.Option("--slo", help="SLOs in ms a request must all meet to be good, e.g. ttft=200,tpot=50.")
-    ],
-    attainment: Annotated[
-        float, typer.Option("--attainment", help="Target SLO attainment, fraction of requests sent (0..1].")
-    ] = 0.9,
-    precision: Annotated[
-        float,
-        typer.Option("--precision", help="Stop when the pass/fail bracket is this narrow, relative (0.05 = 5 %)."),
-    ] = 0.05,
-    start_rate: Annotated[
-        float | None,
-        typer.Option(
-            "--start-rate",
-            help="First probe rate in requests/s.",
-            show_default="the trace's own rate",
-            rich_help_panel=TIMING,
-        ),
-    ] = None,
-    arrivals: Annotated[
-        GoodputArrivals,
-        typer.Option(
-            "--arrivals",
-            help="scale: time-scale the trace's arrivals; poisson: Poisson arrivals at the rate.",
-            rich_help_panel=TIMING,
-        ),
-    ] = GoodputArrivals.scale,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Output directory: one subdirectory per probe run, goodput.json/csv.",
-            show_default="reports/goodput-<time>",
-            rich_help_panel=OUTPUT,
-        ),
-    ] = None,
-) -> None:
-    """Find the highest request rate whose SLO attainment stays >= --attainment (DistServe goodput)."""
-    from kvbench.plan.goodput import goodput_command
-
-    raise typer.Exit(
-        goodput_command(
-            trace=trace,
-            workload=workload,
-            target=target,
-            overrides=set_ or [],
-            slo=slo,
-            attainment=attainment,
-            precision=precision,
-            max_requests=max_requests,
-            start_rate=start_rate,
-            arrivals=arrivals.value,
-            gpus=gpus,
-            out=out,
-            seed=seed,
-        )
-    )
-
-
 def timeline(
     run: Annotated[Path, typer.Argument(help="Run directory.")],
     out: Annotated[
@@ -177,5 +87,4 @@ def timeline(
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the kvbench app."""
     app.command(cls=Command)(report)
-    app.command(cls=Command)(goodput)
     app.command(cls=Command)(timeline)

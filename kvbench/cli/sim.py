@@ -86,6 +86,16 @@ def kv_transfer_cmd(
     ] = False,
 ) -> None:
     """KV bytes, messages, transfer time and RTT-bound vs bandwidth-bound for a prompt, per link tier."""
+    doc = _transfer_doc(model, tokens, link, granularity, block_tokens)
+    if json_out:
+        import json
+
+        print(json.dumps(doc, indent=1))
+    else:
+        _print_table(doc)
+
+
+def _transfer_doc(model: str, tokens: str, link: str | None, granularity: Granularity, block_tokens: int) -> dict:
     from kvbench.config import ConfigError
     from kvbench.sim import spec
     from kvbench.sim.transfer import describe
@@ -99,7 +109,7 @@ def kv_transfer_cmd(
         raise ConfigError(f"--tokens ({n}) and --block-tokens ({block_tokens}) must be >= 1")
     m = spec.model(model, "--model")
     links = [spec.link(link, "--link")] if link else list(spec.catalog("links").values())
-    doc = {
+    return {
         "model": m.name,
         "tokens": n,
         "kv_bytes_per_token": m.kv_bytes_per_token(),
@@ -108,12 +118,6 @@ def kv_transfer_cmd(
         "block_tokens": block_tokens,
         "links": [describe(lk, m, n, granularity, block_tokens) for lk in links],
     }
-    if json_out:
-        import json
-
-        print(json.dumps(doc, indent=1))
-    else:
-        _print_table(doc)
 
 
 def register(app: typer.Typer) -> None:
