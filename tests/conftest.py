@@ -1,4 +1,5 @@
-"""Shared fixtures: the public traces beside the repo (../shared/traces), which CI provides and tests must not skip."""
+"""Shared fixtures (the public traces beside the repo, ../shared/traces, which CI provides and tests must not skip)
+and the opt-in rule of the `vllm` marker."""
 
 from __future__ import annotations
 
@@ -25,3 +26,14 @@ def conversation_trace(traces_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def synthetic_trace(traces_dir: Path) -> Path:
     return traces_dir / "synthetic_trace.jsonl"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `vllm` run only when the -m expression names vllm (`-m vllm`, `-m "live or vllm"`): any other
+    selection, `-m "not live"` included, leaves them out (an addopts `-m 'not vllm'` would be replaced by it)."""
+    if "vllm" in (config.getoption("markexpr") or ""):
+        return
+    opted_out = [item for item in items if item.get_closest_marker("vllm")]
+    if opted_out:
+        config.hook.pytest_deselected(items=opted_out)
+        items[:] = [item for item in items if not item.get_closest_marker("vllm")]

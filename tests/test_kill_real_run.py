@@ -18,11 +18,15 @@ from kvbench.run import load_run
 
 
 def test_sigkill_mid_replay_keeps_what_was_measured(tmp_path):
-    # 300 requests, one every 20 ms (6 s of arrivals), 5 output tokens each against a 5 ms TTFT / 5 ms ITL server.
+    # 299 requests, one every 20 ms, 5 output tokens each against a 5 ms TTFT / 5 ms ITL server; the 300th arrives
+    # at 600 s, so the kill (at most 30 s in) always lands mid-run however slowly a loaded machine gets there.
     trace = tmp_path / "t.jsonl"
     trace.write_text(
         "".join(
-            json.dumps({"timestamp": 20 * i, "input_length": 64, "output_length": 5, "hash_ids": [i]}) + "\n"
+            json.dumps(
+                {"timestamp": 20 * i if i < 299 else 600_000, "input_length": 64, "output_length": 5, "hash_ids": [i]}
+            )
+            + "\n"
             for i in range(300)
         )
     )

@@ -5,15 +5,16 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from pathlib import Path
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
+from kvbench.cli.command import Group
 from kvbench.config import ConfigError
 
 app = typer.Typer(
     name="kvbench",
+    cls=Group,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -34,79 +35,18 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Exit codes: 0 ok, 1 failed run or gate regression, 2 bad input, 130 interrupted."""
 
 
-@app.command()
-def replay(
-    trace: Path | None = typer.Option(
-        None, "--trace", help="Trace file: Mooncake/Kimi JSONL, Azure CSV, ShareGPT JSON, length CSV."
-    ),
-    workload: str | None = typer.Option(
-        None, "--workload", "-w", help="Workload spec: a name in workloads/ or a TOML path."
-    ),
-    target: str = typer.Option(
-        "sim",
-        "--target",
-        "-t",
-        help="sim | sim:PRESET | adapters/X.toml | profile name | http://HOST:PORT/v1 | fixed:ttft_ms=50,itl_ms=10,servers=4.",
-    ),
-    set_: list[str] = typer.Option(
-        [], "--set", help="Override a target profile field, e.g. --set router.name=random (repeatable)."
-    ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Run directory [default: reports/<run-id>/]."),
-    seed: int = typer.Option(0, "--seed", help="Seed for every random choice (workload generation, sim sampling)."),
-    time_scale: float = typer.Option(
-        1.0, "--time-scale", help="Replay X times faster (2 halves every inter-arrival gap)."
-    ),
-    rate: float | None = typer.Option(
-        None, "--rate", help="Re-time arrivals as a Poisson process at this many requests/s."
-    ),
-    start: float = typer.Option(0.0, "--start", help="Skip requests arriving before this many seconds into the trace."),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Keep requests arriving within this many seconds after --start."
-    ),
-    max_requests: int | None = typer.Option(None, "--max-requests", "-n", help="Replay at most N requests."),
-    concurrency: int | None = typer.Option(
-        None,
-        "--concurrency",
-        "-c",
-        help="Closed loop: at most N requests in flight (default: open loop at arrival times).",
-    ),
-    workers: int = typer.Option(1, "--workers", help="Shard sessions over N processes (real endpoints only)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
-) -> None:
-    """Replay a workload against a target and write reports/<run-id>/ (events, requests, run.json)."""
-    from kvbench.cli.replay import replay_command
-
-    code = replay_command(
-        trace=trace,
-        workload=workload,
-        target=target,
-        overrides=set_,
-        out=out,
-        seed=seed,
-        time_scale=time_scale,
-        rate=rate,
-        start=start,
-        duration=duration,
-        max_requests=max_requests,
-        concurrency=concurrency,
-        workers=workers,
-        quiet=quiet,
-    )
-    raise typer.Exit(code)
-
-
 def _register_subcommands() -> None:
     # Each module only declares typer signatures and imports its machinery lazily inside the command bodies.
-    from kvbench.cli import metrics, report, serve, sim, trace
+    from kvbench.cli import goodput, metrics, replay, report, serve, sim, trace
 
-    for module in (trace, sim, metrics, report, serve):
+    for module in (replay, trace, sim, metrics, report, goodput, serve):
         module.register(app)
 
 

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-SLO_HELP = "SLO thresholds in ms, vLLM keys plus Mooncake's tbt: e.g. ttft=200,tpot=50,e2el=5000,tbt=100"
+from kvbench.cli.command import Command
+from kvbench.cli.options import OUTPUT, SLO_HELP
+
+RunDir = Annotated[Path, typer.Argument(help="Run directory (holds run.json and events/).")]
+SIDE = "run directory or its summary.json"
 
 
 def summary_cmd(
-    run: Path = typer.Argument(..., help="Run directory (holds run.json and events/)."),
-    slo: str | None = typer.Option(None, "--slo", help=SLO_HELP + " (default: the workload's SLOs in run.json)."),
-    json_out: bool = typer.Option(False, "--json", help="Print summary.json to stdout instead of tables."),
-    bucket: float = typer.Option(1.0, "--bucket", help="Time bucket of the time series in summary.json, in seconds."),
+    run: RunDir,
+    slo: Annotated[
+        str | None, typer.Option("--slo", help=SLO_HELP + ".", show_default="the workload's SLOs in run.json")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.", rich_help_panel=OUTPUT)
+    ] = False,
+    bucket: Annotated[
+        float, typer.Option("--bucket", help="Time bucket of the time series in summary.json, in seconds.")
+    ] = 1.0,
 ) -> None:
     """Compute a run's figures, write RUN/summary.json and print them."""
     from kvbench.analysis.metrics import parse_slo
@@ -31,16 +42,22 @@ def summary_cmd(
 
 
 def sql_cmd(
-    args: list[str] = typer.Argument(
-        ...,
-        help="RUN... then the query: run directories (globs allowed) and last "
-        "a DuckDB SELECT over the views events, requests, steps, "
-        "server_metrics, per_request (each has a `run` column).",
-    ),
-    csv: bool = typer.Option(False, "--csv", help="Print CSV instead of a table."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON records instead of a table."),
-    slo: str | None = typer.Option(None, "--slo", help="SLOs for per_request.good: " + SLO_HELP + "."),
-    limit: int = typer.Option(100, "--limit", help="Rows shown in the table (CSV/JSON print all)."),
+    args: Annotated[
+        list[str],
+        typer.Argument(
+            help="RUN... then the query: run directories (globs allowed) and last "
+            "a DuckDB SELECT over the views events, requests, steps, "
+            "server_metrics, per_request (each has a `run` column).",
+        ),
+    ],
+    csv: Annotated[bool, typer.Option("--csv", help="Print CSV instead of a table.", rich_help_panel=OUTPUT)] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print JSON records instead of a table.", rich_help_panel=OUTPUT)
+    ] = False,
+    slo: Annotated[str | None, typer.Option("--slo", help="SLOs for per_request.good: " + SLO_HELP + ".")] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", help="Rows shown in the table (CSV/JSON print all).", rich_help_panel=OUTPUT)
+    ] = 100,
 ) -> None:
     """Run a DuckDB query over one or several runs."""
     from kvbench.analysis.sqlquery import run_query
@@ -55,14 +72,23 @@ def sql_cmd(
 
 
 def compare_cmd(
-    base: Path = typer.Argument(..., help="Baseline run directory or its summary.json."),
-    cand: Path = typer.Argument(..., help="Candidate run directory or its summary.json."),
-    slo: str | None = typer.Option(
-        None, "--slo", help=SLO_HELP + ", for sides given as run directories (default: each run's workload SLOs)."
-    ),
-    resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples for the confidence intervals."),
-    json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
-    all_metrics: bool = typer.Option(False, "--all", help="Show every metric, not only the headline ones."),
+    base: Annotated[Path, typer.Argument(help=f"Baseline {SIDE}.")],
+    cand: Annotated[Path, typer.Argument(help=f"Candidate {SIDE}.")],
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo", help=SLO_HELP + ", for sides given as run directories.", show_default="each run's workload SLOs"
+        ),
+    ] = None,
+    resamples: Annotated[
+        int, typer.Option("--resamples", help="Bootstrap resamples for the confidence intervals.")
+    ] = 1000,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the comparison as JSON.", rich_help_panel=OUTPUT)
+    ] = False,
+    all_metrics: Annotated[
+        bool, typer.Option("--all", help="Show every metric, not only the headline ones.", rich_help_panel=OUTPUT)
+    ] = False,
 ) -> None:
     """Per-metric deltas (candidate - baseline) with seeded bootstrap 95 % confidence intervals."""
     from kvbench.present import compare
@@ -71,18 +97,28 @@ def compare_cmd(
 
 
 def gate_cmd(
-    baseline: Path | None = typer.Option(
-        None, "--baseline", help="Baseline run directory or summary.json (omit to check absolute limits only)."
-    ),
-    candidate: Path = typer.Option(..., "--candidate", help="Candidate run directory or summary.json."),
-    rules: Path = typer.Option(Path("reports/gates.toml"), "--rules", help="Gate rules (TOML)."),
-    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per rule)."),
-    markdown: Path | None = typer.Option(None, "--markdown", help="Write a Markdown table here (CI job summary)."),
-    slo: str | None = typer.Option(
-        None,
-        "--slo",
-        help=SLO_HELP + ", for sides given as run directories (default: the SLOs the baseline was summarised with).",
-    ),
+    *,
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", help=f"Baseline {SIDE} (omit to check absolute limits only).")
+    ] = None,
+    candidate: Annotated[Path, typer.Option("--candidate", help=f"Candidate {SIDE}.")],
+    rules: Annotated[Path, typer.Option("--rules", help="Gate rules (TOML).")] = Path("reports/gates.toml"),
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Write JUnit XML here (one testcase per rule).", rich_help_panel=OUTPUT),
+    ] = None,
+    markdown: Annotated[
+        Path | None,
+        typer.Option("--markdown", help="Write a Markdown table here (CI job summary).", rich_help_panel=OUTPUT),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo",
+            help=SLO_HELP + ", for sides given as run directories.",
+            show_default="the SLOs the baseline was summarised with",
+        ),
+    ] = None,
 ) -> None:
     """Check a candidate against a baseline and/or limits; exit 0 pass, 1 regression, 2 bad input."""
     from kvbench.present import gate_run
@@ -92,7 +128,7 @@ def gate_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the kvbench app."""
-    app.command("summary")(summary_cmd)
-    app.command("sql")(sql_cmd)
-    app.command("compare")(compare_cmd)
-    app.command("gate")(gate_cmd)
+    app.command("summary", cls=Command)(summary_cmd)
+    app.command("sql", cls=Command)(sql_cmd)
+    app.command("compare", cls=Command)(compare_cmd)
+    app.command("gate", cls=Command)(gate_cmd)

@@ -1,88 +1,117 @@
-"""`kvbench replay`: select and shape the workload, resolve the target, run with a progress bar, print counts."""
+"""Command-line signature of `kvbench replay` (its machinery, kvbench.cli.replay_run, is imported when it runs)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+from typing import Annotated
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+import typer
 
-from kvbench.replay import ReplayStats
-from kvbench.run import RunOptions, execute, load_run
-from kvbench.targets import resolve
-from kvbench.units import ns_to_s
-from kvbench.workload import load
+from kvbench.cli.command import Command
+from kvbench.cli.options import OUTPUT, TARGET, TIMING, WORKLOAD, Overrides, Trace, WorkloadRef
+
+MaxRequests = Annotated[
+    int | None, typer.Option("--max-requests", "-n", help="Replay at most N requests.", rich_help_panel=WORKLOAD)
+]
+Start = Annotated[
+    float,
+    typer.Option(
+        "--start", help="Skip requests arriving before this many seconds into the trace.", rich_help_panel=WORKLOAD
+    ),
+]
+Duration = Annotated[
+    float | None,
+    typer.Option(
+        "--duration", help="Keep requests arriving within this many seconds after --start.", rich_help_panel=WORKLOAD
+    ),
+]
+RunSeed = Annotated[
+    int,
+    typer.Option(
+        "--seed", help="Seed for every random choice (workload generation, sim sampling).", rich_help_panel=WORKLOAD
+    ),
+]
+Target = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        "-t",
+        help="sim | sim:PRESET | adapters/X.toml | profile name | http://HOST:PORT/v1 | "
+        "fixed:ttft_ms=50,itl_ms=10,servers=4.",
+        rich_help_panel=TARGET,
+    ),
+]
+Workers = Annotated[
+    int,
+    typer.Option("--workers", help="Shard sessions over N processes (real endpoints only).", rich_help_panel=TARGET),
+]
+TimeScale = Annotated[
+    float,
+    typer.Option(
+        "--time-scale", help="Replay X times faster (2 halves every inter-arrival gap).", rich_help_panel=TIMING
+    ),
+]
+Rate = Annotated[
+    float | None,
+    typer.Option(
+        "--rate", help="Re-time arrivals as a Poisson process at this many requests/s.", rich_help_panel=TIMING
+    ),
+]
+Concurrency = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        "-c",
+        help="Closed loop: at most N requests in flight.",
+        show_default="open loop at arrival times",
+        rich_help_panel=TIMING,
+    ),
+]
+Out = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Run directory.", show_default="reports/<run-id>/", rich_help_panel=OUTPUT),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.", rich_help_panel=OUTPUT)]
 
 
-def _describe(st: ReplayStats) -> str:
-    return (
-        f"done {st.ended:,}  in flight {st.in_flight:,}  failed {st.errors + st.rejected + st.cancelled:,}"
-        f"  t={ns_to_s(st.last_t_ns):,.1f}s"
+def replay(
+    trace: Trace = None,
+    workload: WorkloadRef = None,
+    max_requests: MaxRequests = None,
+    start: Start = 0.0,
+    duration: Duration = None,
+    seed: RunSeed = 0,
+    target: Target = "sim",
+    set_: Overrides = None,
+    workers: Workers = 1,
+    time_scale: TimeScale = 1.0,
+    rate: Rate = None,
+    concurrency: Concurrency = None,
+    out: Out = None,
+    quiet: Quiet = False,
+) -> None:
+    """Replay a workload against a target and write reports/<run-id>/ (events, requests, run.json)."""
+    from kvbench.cli.replay_run import replay_command
+
+    code = replay_command(
+        trace=trace,
+        workload=workload,
+        target=target,
+        overrides=set_ or [],
+        out=out,
+        seed=seed,
+        time_scale=time_scale,
+        rate=rate,
+        start=start,
+        duration=duration,
+        max_requests=max_requests,
+        concurrency=concurrency,
+        workers=workers,
+        quiet=quiet,
     )
+    raise typer.Exit(code)
 
 
-def replay_command(
-    *,
-    trace,
-    workload,
-    target,
-    overrides,
-    out,
-    seed,
-    time_scale,
-    rate,
-    start,
-    duration,
-    max_requests,
-    concurrency,
-    workers,
-    quiet,
-) -> int:
-    wl = load.select(trace, workload, seed)
-    if rate is not None:
-        wl = load.retime_poisson(wl, rate, seed)
-    wl = load.shape(wl, time_scale, start, duration, max_requests)
-    load.require_requests(wl)
-    spec = resolve(target, overrides)
-    opts = RunOptions(seed, concurrency, out, workers)
-    if quiet or workers != 1:  # worker processes report their counts at the end only
-        run_dir, stats = execute(wl, spec, opts)
-    else:
-        run_dir, stats = _execute_with_progress(wl, spec, opts)
-    errors = load_run(run_dir).get("worker_errors")
-    if errors and not quiet:
-        print("kvbench: " + "; ".join(errors), file=sys.stderr)
-    if not quiet:
-        _print_result(run_dir, stats)
-    return {"complete": 0, "interrupted": 130}.get(stats.status, 1)
-
-
-def _execute_with_progress(wl, spec, opts):
-    console = Console(stderr=True)
-    columns = (
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        TextColumn("{task.fields[state]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(f"replay {wl.name} → {spec.name}", state="starting")
-
-        def show(st: ReplayStats) -> None:
-            progress.update(task, state=_describe(st))
-
-        return execute(wl, spec, opts, progress=show)
-
-
-def _print_result(run_dir: Path, st: ReplayStats) -> None:
-    console = Console(stderr=True)
-    console.print(
-        f"[bold]{st.status}[/]: {st.submitted:,} requests, {st.finished:,} finished, {st.errors:,} errors, "
-        f"{st.rejected:,} rejected, {st.cancelled:,} cancelled; {st.events:,} events → {run_dir}"
-    )
-    try:
-        from kvbench.present.summary import print_run_summary
-    except ImportError:
-        return
-    print_run_summary(run_dir, file=sys.stdout)
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the kvbench app."""
+    app.command(cls=Command)(replay)

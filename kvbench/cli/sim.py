@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from kvbench.cli.command import Command
+from kvbench.cli.options import OUTPUT
+from kvbench.sim.transfer import Granularity
 
 
 def _fmt_bytes(n: float) -> str:
@@ -45,52 +51,42 @@ def _print_table(doc: dict) -> None:
 
 
 def kv_transfer_cmd(
-    model: str = typer.Option(
-        ..., "--model", "-m", help="Model name from the catalog, e.g. Llama-3.1-8B, DeepSeek-V3."
-    ),
-    tokens: str = typer.Option(..., "--tokens", "-n", help="Prompt length in tokens whose KV moves (7500, 8k, 1M)."),
-    link: str | None = typer.Option(
-        None,
-        "--link",
-        "-l",
-        help="Link tier from the catalog, e.g. nvlink-h100, roce-mooncake (default: every tier, in one table).",
-    ),
-    granularity: str = typer.Option(
-        "layer-block",
-        "--granularity",
-        "-g",
-        help="Message granularity: layer-block (one message per layer x KV block), "
-        "layer (one per layer) or request (one per request).",
-    ),
-    block_tokens: int = typer.Option(16, "--block-tokens", help="Tokens per KV block (page), for layer-block."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table (times in ns, sizes in bytes)."),
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Model name from the catalog, e.g. Llama-3.1-8B, DeepSeek-V3.")
+    ],
+    tokens: Annotated[
+        str, typer.Option("--tokens", "-n", help="Prompt length in tokens whose KV moves (7500, 8k, 1M).")
+    ],
+    link: Annotated[
+        str | None,
+        typer.Option(
+            "--link",
+            "-l",
+            help="Link tier from the catalog, e.g. nvlink-h100, roce-mooncake.",
+            show_default="every tier, in one table",
+        ),
+    ] = None,
+    granularity: Annotated[
+        Granularity,
+        typer.Option(
+            "--granularity",
+            "-g",
+            help="Message granularity: layer-block (one message per layer x KV block), "
+            "layer (one per layer) or request (one per request).",
+        ),
+    ] = Granularity.LAYER_BLOCK,
+    block_tokens: Annotated[
+        int, typer.Option("--block-tokens", help="Tokens per KV block (page), for layer-block.")
+    ] = 16,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print JSON instead of a table (times in ns, sizes in bytes).", rich_help_panel=OUTPUT
+        ),
+    ] = False,
 ) -> None:
     """KV bytes, messages, transfer time and RTT-bound vs bandwidth-bound for a prompt, per link tier."""
-    from kvbench.config import ConfigError
-    from kvbench.sim import spec
-    from kvbench.sim.transfer import Granularity, describe
-    from kvbench.units import parse_count
-
-    try:
-        n = parse_count(tokens)
-    except ValueError as e:
-        raise ConfigError(f"--tokens: {e}") from None
-    if n < 1 or block_tokens < 1:
-        raise ConfigError(f"--tokens ({n}) and --block-tokens ({block_tokens}) must be >= 1")
-    grains = {g.value: g for g in Granularity}
-    if granularity not in grains:
-        raise ConfigError(f"--granularity: unknown {granularity!r}; allowed: {', '.join(grains)}")
-    m = spec.model(model, "--model")
-    links = [spec.link(link, "--link")] if link else list(spec.catalog("links").values())
-    doc = {
-        "model": m.name,
-        "tokens": n,
-        "kv_bytes_per_token": m.kv_bytes_per_token(),
-        "kv_bytes": n * m.kv_bytes_per_token(),
-        "granularity": granularity,
-        "block_tokens": block_tokens,
-        "links": [describe(lk, m, n, grains[granularity], block_tokens) for lk in links],
-    }
+    doc = _transfer_doc(model, tokens, link, granularity, block_tokens)
     if json_out:
         import json
 
@@ -99,6 +95,31 @@ def kv_transfer_cmd(
         _print_table(doc)
 
 
+def _transfer_doc(model: str, tokens: str, link: str | None, granularity: Granularity, block_tokens: int) -> dict:
+    from kvbench.config import ConfigError
+    from kvbench.sim import spec
+    from kvbench.sim.transfer import describe
+    from kvbench.units import parse_count
+
+    try:
+        n = parse_count(tokens)
+    except ValueError as e:
+        raise ConfigError(f"--tokens: {e}") from None
+    if n < 1 or block_tokens < 1:
+        raise ConfigError(f"--tokens ({n}) and --block-tokens ({block_tokens}) must be >= 1")
+    m = spec.model(model, "--model")
+    links = [spec.link(link, "--link")] if link else list(spec.catalog("links").values())
+    return {
+        "model": m.name,
+        "tokens": n,
+        "kv_bytes_per_token": m.kv_bytes_per_token(),
+        "kv_bytes": n * m.kv_bytes_per_token(),
+        "granularity": granularity.value,
+        "block_tokens": block_tokens,
+        "links": [describe(lk, m, n, granularity, block_tokens) for lk in links],
+    }
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the kvbench app."""
-    app.command("kv-transfer")(kv_transfer_cmd)
+    app.command("kv-transfer", cls=Command)(kv_transfer_cmd)

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-trace_app = typer.Typer(no_args_is_help=True, help="Inspect traces and write generated workloads as trace files.")
+from kvbench.cli.command import Command, Group
+from kvbench.cli.options import OUTPUT
+
+trace_app = typer.Typer(
+    cls=Group, no_args_is_help=True, help="Inspect traces and write generated workloads as trace files."
+)
 
 
 def _lru_capacities(text: str) -> list[int]:
@@ -34,18 +40,28 @@ def _workload(source: str, seed: int):
     return load.select(None, source, seed)
 
 
-@trace_app.command("info")
+@trace_app.command("info", cls=Command)
 def info(
-    source: str = typer.Argument(
-        ..., help="Trace file (Mooncake JSONL, Azure CSV, ShareGPT JSON, length CSV) or workload NAME|spec.toml."
-    ),
-    lru: str = typer.Option(
-        "3M,10M,50M",
-        "--lru",
-        help="Capacities in tokens of a single global LRU over 512-token blocks, comma-separated (3M = 3,000,000). Empty: none.",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the statistics as JSON instead of a table."),
-    seed: int = typer.Option(0, "--seed", help="Seed for generated workloads and for arrivals of untimed files."),
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Trace file (Mooncake JSONL, Azure CSV, ShareGPT JSON, length CSV) or workload NAME|spec.toml."
+        ),
+    ],
+    lru: Annotated[
+        str,
+        typer.Option(
+            "--lru",
+            help="Capacities in tokens of a single global LRU over 512-token blocks, comma-separated "
+            "(3M = 3,000,000). Empty: none.",
+        ),
+    ] = "3M,10M,50M",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the statistics as JSON instead of a table.", rich_help_panel=OUTPUT)
+    ] = False,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed for generated workloads and for arrivals of untimed files.")
+    ] = 0,
 ) -> None:
     """Print requests, duration, rate, inter-arrival CV, length percentiles, block reuse and LRU hit ratios."""
     from kvbench.workload.stats import format_table, trace_stats
@@ -61,18 +77,25 @@ def info(
         typer.echo(format_table(w.source, stats))
 
 
-@trace_app.command("gen")
+@trace_app.command("gen", cls=Command)
 def gen(
-    workload: str = typer.Argument(
-        ..., help="Workload NAME (in ./workloads or the repo's workloads/), spec.toml, or a trace file."
-    ),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="Output Mooncake-format JSONL (timestamp ms, input_length, output_length, hash_ids)."
-    ),
-    seed: int = typer.Option(
-        0, "--seed", help="Seed for every random choice; the same seed writes a byte-identical file."
-    ),
-    max_requests: int | None = typer.Option(None, "--max-requests", "-n", help="Write at most N requests."),
+    workload: Annotated[
+        str,
+        typer.Argument(help="Workload NAME (in ./workloads or the repo's workloads/), spec.toml, or a trace file."),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output Mooncake-format JSONL (timestamp ms, input_length, output_length, hash_ids).",
+            rich_help_panel=OUTPUT,
+        ),
+    ],
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed for every random choice; the same seed writes a byte-identical file.")
+    ] = 0,
+    max_requests: Annotated[int | None, typer.Option("--max-requests", "-n", help="Write at most N requests.")] = None,
 ) -> None:
     """Write a workload as Mooncake JSONL so any Mooncake-trace tool can replay it."""
     from kvbench.config import ConfigError

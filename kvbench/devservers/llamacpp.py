@@ -22,7 +22,7 @@ import tarfile
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kvbench.devservers.tinymodel import cache_dir, tiny_model_path
@@ -102,7 +102,7 @@ def _run(cmd: list[str], log: Path, what: str) -> None:
         raise BuildError(f"{what} failed (exit {code}); full log: {log}\n{tail}")
 
 
-def build(version: str = VERSION, jobs: int = 2, say=print) -> Path:
+def build(version: str = VERSION, jobs: int = 2, say: Callable[[str], object] = print) -> Path:
     """The llama-server binary for `version`, building it first if it is not cached (idempotent, locked)."""
     target = binary_path(version)
     if target.is_file():
@@ -240,7 +240,7 @@ def serve_until_stopped(seed: int, port: int) -> int:
     """Run the tiny model until Ctrl-C or SIGTERM (both stop llama-server too) or until llama-server exits."""
     import signal
 
-    def interrupt(signum, frame):
+    def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)

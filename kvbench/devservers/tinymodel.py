@@ -18,6 +18,10 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FORMAT_VERSION = 1  # bump when the file layout changes: it is part of the cached file name
 N_LAYERS, D_MODEL, N_HEADS, D_FFN, N_CTX = 2, 64, 4, 128, 16384
@@ -68,7 +72,7 @@ def vocabulary() -> tuple[list[str], int]:
     return tokens, first_sampled
 
 
-def _weights(n_vocab: int, first_sampled: int, seed: int) -> dict[str, object]:
+def _weights(n_vocab: int, first_sampled: int, seed: int) -> dict[str, np.ndarray]:
     import numpy as np
 
     rng = np.random.default_rng(seed)

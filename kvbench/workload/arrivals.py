@@ -7,12 +7,17 @@ benchmark does; piecewise: a sampled gap after 0, since its rate may start at 0)
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from kvbench.config import ConfigError
 from kvbench.units import NS_PER_S
 
 PROCESSES = ("trace", "poisson", "gamma", "constant", "piecewise")
+# A run seed, or a path of them ([seed, component], ...) for independent sub-streams (numpy SeedSequence).
+Seed = int | Sequence["Seed"]
 MAX_GENERATED = 50_000_000  # generated arrivals are arrays in memory (8 bytes each, plus the requests built on them)
 
 
@@ -60,8 +65,6 @@ def _expected_count(spec: ArrivalSpec, duration_s: float) -> float:
 
 def _cumulative(spec: ArrivalSpec, t_s):
     """Λ(t): expected arrivals by time t of the piecewise-constant rate (the last piece runs forever)."""
-    import numpy as np
-
     starts = np.array([p[0] for p in spec.pieces], dtype=np.float64)
     rates = np.array([p[1] for p in spec.pieces], dtype=np.float64)
     t = np.asarray(t_s, dtype=np.float64)
@@ -72,8 +75,6 @@ def _cumulative(spec: ArrivalSpec, t_s):
 
 def _piecewise_seconds(spec: ArrivalSpec, unit_times):
     """Invert Λ: unit-rate Poisson times -> times of the piecewise process (inf past a trailing zero rate)."""
-    import numpy as np
-
     starts = np.array([p[0] for p in spec.pieces], dtype=np.float64)
     rates = np.array([p[1] for p in spec.pieces], dtype=np.float64)
     base = _cumulative(spec, starts)
@@ -84,16 +85,17 @@ def _piecewise_seconds(spec: ArrivalSpec, unit_times):
     return np.where(rates[idx] > 0, t, np.inf)
 
 
-def arrival_times_ns(spec: ArrivalSpec, rng, n: int | None = None, duration_s: float | None = None):
+def arrival_times_ns(
+    spec: ArrivalSpec, rng: np.random.Generator, n: int | None = None, duration_s: float | None = None
+) -> np.ndarray:
     """Up to n arrivals (or all within duration_s, or the first n of those) as sorted int64 ns offsets."""
-    import numpy as np
-
-    if n is None and duration_s is None:
-        raise ConfigError("a generated workload needs `requests` or `duration_s`")
-    want = n
-    if want is None:
+    if n is not None:
+        want = n
+    elif duration_s is not None:
         mean = _expected_count(spec, duration_s)
         want = int(mean + 6 * mean**0.5 + 16)  # enough that running out before duration_s is ~impossible
+    else:
+        raise ConfigError("a generated workload needs `requests` or `duration_s`")
     if want > MAX_GENERATED:
         raise ConfigError(
             f"a generated workload of ~{want:,} requests: at most {MAX_GENERATED:,} (they are held in "
@@ -111,8 +113,6 @@ def arrival_times_ns(spec: ArrivalSpec, rng, n: int | None = None, duration_s: f
 
 
 def _gaps_s(spec: ArrivalSpec, rng, n: int):
-    import numpy as np
-
     if spec.process == "gamma":
         return rng.gamma(spec.burstiness, 1.0 / (spec.rate * spec.burstiness), n)
     if spec.process == "constant":
@@ -125,10 +125,8 @@ def _gaps_s(spec: ArrivalSpec, rng, n: int):
 _INT64_SAFE_S = 9.0e9  # seconds; x 1e9 stays below 2**63 ns
 
 
-def iter_arrivals_ns(spec: ArrivalSpec, seed, chunk: int = 65_536):
+def iter_arrivals_ns(spec: ArrivalSpec, seed: Seed, chunk: int = 65_536) -> Iterator[int]:
     """An endless stream of arrival offsets (ns) for re-timing a trace of unknown length, chunk by chunk."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     t_s = 0.0
     first = True

@@ -8,13 +8,21 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
+
 from kvbench.config import ConfigError
 from kvbench.records import Request
-from kvbench.workload.arrivals import ArrivalSpec, arrival_times_ns, iter_arrivals_ns
+from kvbench.units import MOONCAKE_BLOCK_TOKENS
+from kvbench.workload import servegen
+from kvbench.workload.arrivals import ArrivalSpec, Seed, arrival_times_ns, iter_arrivals_ns
+from kvbench.workload.csvtraces import read_azure, read_lengths
 from kvbench.workload.dists import LengthSpec, sample_lengths
-from kvbench.workload.load import Workload, check_file, file_digest, shape
+from kvbench.workload.inputs import check_file, file_digest
+from kvbench.workload.mooncake import first_unsorted_line, read_mooncake, read_sorted
+from kvbench.workload.sharegpt import read_sharegpt, to_requests
 from kvbench.workload.spec import WorkloadSpec
-from kvbench.workload.synth import SynthSpec, finalize, think_times_ns
+from kvbench.workload.stream import Workload, shape
+from kvbench.workload.synth import SynthSpec, finalize, generate, think_times_ns
 
 # Outputs for workloads whose source has none: lognormal through the Azure 2023 conversation trace's output
 # p50 129 / p99 601 tokens (SOURCES.md §2), the public record of production chat reply lengths we have.
@@ -68,8 +76,6 @@ def _sorted_list(reqs: list[Request], path: Path) -> list[Request]:
 
 def mooncake_make(path: Path, name: str = "") -> Callable[[], Iterator[Request]]:
     """Streaming when the timestamps are sorted (a cheap scan checks), else the documented sort repair."""
-    from kvbench.workload.mooncake import MOONCAKE_BLOCK_TOKENS, first_unsorted_line, read_mooncake, read_sorted
-
     line = first_unsorted_line(path)
     if line is None:
         return lambda: read_mooncake(path, MOONCAKE_BLOCK_TOKENS, name)
@@ -77,29 +83,22 @@ def mooncake_make(path: Path, name: str = "") -> Callable[[], Iterator[Request]]
     return lambda: read_sorted(path, MOONCAKE_BLOCK_TOKENS, name)
 
 
-def trace_requests(spec: WorkloadSpec, fmt: str, seed) -> Callable[[], Iterator[Request]]:
+def trace_requests(spec: WorkloadSpec, fmt: str, seed: Seed) -> Callable[[], Iterator[Request]]:
     """A fresh-iterator factory for a trace file of format `fmt` (arrivals as recorded or generated)."""
-    import numpy as np
-
     path = Path(spec.path)
-    retime = spec.arrivals is not None and spec.arrivals.process != "trace"
-    arrivals = spec.arrivals if retime else UNTIMED_ARRIVALS
+    generated = spec.arrivals if spec.arrivals is not None and spec.arrivals.process != "trace" else None
+    retime = generated is not None
+    arrivals = generated or UNTIMED_ARRIVALS
     if fmt == "mooncake":
         make = mooncake_make(check_file(path), spec.name)
     elif fmt == "azure":
-        from kvbench.workload.csvtraces import read_azure
-
         reqs = tuple(r._replace(workload=spec.name) for r in _sorted_list(read_azure(check_file(path)), path))
         make = lambda: iter(reqs)  # noqa: E731
     elif fmt == "lengths":
-        from kvbench.workload.csvtraces import read_lengths
-
         pairs = read_lengths(check_file(path))[: spec.requests]
         reqs = tuple(Request(i, 0, a, b, workload=spec.name) for i, (a, b) in enumerate(pairs))
         make, retime = (lambda: iter(reqs)), True
     else:
-        from kvbench.workload.sharegpt import read_sharegpt, to_requests
-
         sessions = read_sharegpt(check_file(path))
         rng = np.random.default_rng(seed)
         starts = arrival_times_ns(arrivals, rng, len(sessions))
@@ -114,7 +113,9 @@ def trace_requests(spec: WorkloadSpec, fmt: str, seed) -> Callable[[], Iterator[
     return retimed(make, arrivals, seed) if retime else make
 
 
-def retimed(make: Callable[[], Iterator[Request]], arrivals: ArrivalSpec, seed) -> Callable[[], Iterator[Request]]:
+def retimed(
+    make: Callable[[], Iterator[Request]], arrivals: ArrivalSpec, seed: Seed
+) -> Callable[[], Iterator[Request]]:
     """Give the stream's requests, in order, the arrival times of a generated process (streaming)."""
 
     def gen() -> Iterator[Request]:
@@ -134,7 +135,7 @@ def spec_digest(spec: WorkloadSpec) -> str:
     return h.hexdigest()[:16]
 
 
-def build(spec: WorkloadSpec, seed) -> Workload:
+def build(spec: WorkloadSpec, seed: Seed) -> Workload:
     """The Workload a spec describes, deterministic for `seed`."""
     make = _make(spec, seed)
     slo = dict(spec.slo_ms)
@@ -146,13 +147,11 @@ def build(spec: WorkloadSpec, seed) -> Workload:
     return w
 
 
-def _make(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
+def _make(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
     if spec.kind == "trace":
         fmt = detect_format(Path(spec.path)) if spec.format == "auto" else spec.format
         return trace_requests(spec, fmt, seed)
     if spec.kind == "synthetic":
-        from kvbench.workload.synth import generate
-
         if spec.requests is None and spec.duration_s is None:
             raise ConfigError(f"{spec.source}: kind = 'synthetic' needs `requests` or `duration_s`")
         synth = SynthSpec(
@@ -167,18 +166,17 @@ def _make(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
         reqs = tuple(generate(synth, seed, spec.name))
         return lambda: iter(reqs)
     if spec.kind == "servegen":
-        from kvbench.workload import servegen
-
-        reqs = servegen.generate(
-            Path(spec.path),
-            list(spec.clients) or None,
-            spec.start_s,
-            spec.duration_s if spec.duration_s is not None else 600.0,
-            spec.rate_scale,
-            seed,
-            spec.name,
+        reqs = tuple(
+            servegen.generate(
+                Path(spec.path),
+                list(spec.clients) or None,
+                spec.start_s,
+                spec.duration_s if spec.duration_s is not None else 600.0,
+                spec.rate_scale,
+                seed,
+                spec.name,
+            )[: spec.requests]
         )
-        reqs = tuple(reqs[: spec.requests])
         return lambda: iter(reqs)
     return _mix(spec, seed)
 
@@ -191,11 +189,9 @@ def _component_stream(i: int, make: Callable[[], Iterator[Request]], n_comp: int
         yield r._replace(hash_ids=ids, session_id=sid, workload=name)
 
 
-def _mix(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
+def _mix(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
     """Weighted mixture: each arrival of [arrivals] takes the next request of a component drawn by weight;
     without [arrivals], the components keep their own timelines and are merged (weights unused)."""
-    import numpy as np
-
     comps = spec.components
     makes = [_make(c.spec, [seed, i]) for i, c in enumerate(comps)]
     n = len(comps)
@@ -226,7 +222,7 @@ def _mix(spec: WorkloadSpec, seed) -> Callable[[], Iterator[Request]]:
     return drawn
 
 
-def for_trace(path: str | Path, seed) -> Workload:
+def for_trace(path: str | Path, seed: Seed) -> Workload:
     """A bare trace file as a workload (arrivals as recorded; Poisson 1 req/s where the file has none)."""
     p = check_file(path)
     spec = WorkloadSpec(name=p.stem, source=str(p), kind="trace", path=str(p))

@@ -11,6 +11,7 @@ from pathlib import Path
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import NS_PER_S
+from kvbench.workload.inputs import check_file
 
 MAX_TOKENS = 10_000_000  # same bound as the Mooncake reader: above it is a unit or column mix-up
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -21,8 +22,6 @@ MAX_SPAN_NS = 365 * 86_400 * NS_PER_S
 
 def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """(line number, row) for each data row; the header must hold the required columns."""
-    from kvbench.workload.load import check_file
-
     raw = check_file(path).read_bytes()
     if b"\0" in raw[:65536]:
         raise ConfigError(f"{path}: binary data, expected a CSV file")

@@ -11,7 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from kvbench.config import ConfigError
+from kvbench.workload import servegen
+from kvbench.workload.csvtraces import read_lengths
 
 Z99 = 2.3263478740408408  # standard normal 0.99 quantile
 DISTS = ("fixed", "uniform", "lognormal", "servegen", "csv")
@@ -54,10 +58,8 @@ class LengthSpec:
         return self
 
 
-def sample_lengths(spec: LengthSpec, rng, n: int, role: str):
+def sample_lengths(spec: LengthSpec, rng: np.random.Generator, n: int, role: str) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, reason_tokens) as int64 arrays of length n; reason is zeros unless the spec gives a share."""
-    import numpy as np
-
     ratio = None
     if spec.dist == "fixed":
         x = np.full(n, spec.tokens, dtype=np.float64)
@@ -78,8 +80,6 @@ def sample_lengths(spec: LengthSpec, rng, n: int, role: str):
 
 
 def _servegen(spec: LengthSpec, rng, n: int, role: str):
-    from kvbench.workload import servegen
-
     comps, weights = servegen.mixture(Path(spec.path), list(spec.clients) or None)
     field = "input_tokens" if role == "input" else "output_tokens"
     with_reason = role == "output" and spec.reason_ratio is None and all("reason_ratio" in c for c in comps)
@@ -89,10 +89,6 @@ def _servegen(spec: LengthSpec, rng, n: int, role: str):
 
 
 def _csv_column(spec: LengthSpec, rng, n: int, role: str):
-    import numpy as np
-
-    from kvbench.workload.csvtraces import read_lengths
-
     pairs = np.array(read_lengths(spec.path), dtype=np.int64)
     column = spec.column or ("num_prefill_tokens" if role == "input" else "num_decode_tokens")
     if column not in ("num_prefill_tokens", "num_decode_tokens"):
@@ -101,18 +97,16 @@ def _csv_column(spec: LengthSpec, rng, n: int, role: str):
     return values[rng.integers(0, len(values), n)].astype(np.float64)
 
 
-def sample_pair(inp: LengthSpec, out: LengthSpec, rng, n: int):
+def sample_pair(
+    inp: LengthSpec, out: LengthSpec, rng: np.random.Generator, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input, output, reason) arrays. Two `servegen` specs on the same folder are drawn jointly, as ServeGen does
     (one component and one uniform per request for all fields); otherwise input and output are independent."""
-    import numpy as np
-
     joint = inp.dist == out.dist == "servegen" and (inp.path, inp.clients) == (out.path, out.clients)
     if not joint:
         n_in, _ = sample_lengths(inp, rng, n, "input")
         n_out, reason = sample_lengths(out, rng, n, "output")
         return n_in, n_out, reason
-    from kvbench.workload import servegen
-
     comps, weights = servegen.mixture(Path(inp.path), list(inp.clients) or None)
     with_reason = out.reason_ratio is None and all("reason_ratio" in c for c in comps)
     fields = ("input_tokens", "output_tokens") + (("reason_ratio",) if with_reason else ())

@@ -16,9 +16,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import orjson
+
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import s_to_ns
+from kvbench.workload.arrivals import Seed
 
 RATE_WINDOW_S = 600
 MAX_RATE = 100_000  # req/s of one client: far above any ServeGen client (the busiest aggregate is ~600 req/s)
@@ -30,20 +34,16 @@ FIELDS = ("input_tokens", "output_tokens", "reason_ratio")
 
 @dataclass(frozen=True)
 class Pmf:
-    values: object  # np.ndarray float64, ascending
-    cdf: object  # np.ndarray float64, last = 1
+    values: np.ndarray  # float64, ascending
+    cdf: np.ndarray  # float64, last = 1
 
-    def quantile(self, u):
-        import numpy as np
-
+    def quantile(self, u: np.ndarray) -> np.ndarray:
         idx = np.searchsorted(self.cdf, u, side="right")
         return self.values[np.minimum(idx, len(self.values) - 1)]
 
 
 def parse_pmf(text: object, where: str) -> Pmf | None:
     """'{45: 0.0096, ...}' -> Pmf with normalised CDF, None for '{}'; errors name `where` (file: window.field)."""
-    import numpy as np
-
     if not isinstance(text, str):
         raise ConfigError(f"{where}: expected a PMF literal string, got {type(text).__name__}")
     nums = _fast_pairs(text)
@@ -75,8 +75,6 @@ def _fast_pairs(text: str):
     The separators must alternate ':' ',' and every token must parse as a float: the grammar, without a regex
     over a 100 kB literal (ServeGen PMFs have up to ~10^4 entries; this is ~10x faster than ast.literal_eval).
     """
-    import numpy as np
-
     body = text.strip()
     if len(body) < 2 or body[0] != "{" or body[-1] != "}":
         return None
@@ -102,7 +100,7 @@ _NUMBER_CHARS = str.maketrans("", "", "0123456789.eE+- \t\r\n")
 @dataclass(frozen=True)
 class Client:
     client_id: int
-    windows: object  # np.ndarray (k, 4): start_s, rate, shape, scale; family in `families`
+    windows: np.ndarray  # (k, 4): start_s, rate, shape, scale; family in `families`
     families: tuple[str, ...]
     datasets: dict  # dataset window start_s -> {field: Pmf}
 
@@ -123,8 +121,6 @@ def client_ids(directory: Path) -> list[int]:
 
 
 def _read_windows(path: Path):
-    import numpy as np
-
     rows, families = [], []
     for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
@@ -152,8 +148,6 @@ def _read_windows(path: Path):
 
 
 def load_client(directory: Path, client_id: int, fields: tuple[str, ...] = FIELDS) -> Client:
-    import orjson
-
     path = directory / f"chunk-{client_id}-dataset.json"
     if not path.is_file() or not (directory / f"chunk-{client_id}-trace.csv").is_file():
         raise ConfigError(
@@ -180,17 +174,17 @@ def load_client(directory: Path, client_id: int, fields: tuple[str, ...] = FIELD
     return Client(client_id, windows, families, datasets)
 
 
-def dataset_at(client: Client, t_s: float) -> dict:
+def dataset_at(client: Client, t_s: float) -> dict | None:
     """The PMFs of the 6 h dataset window holding t_s, else of the nearest window with data (None if none has)."""
     if not client.datasets:
         return None
     return client.datasets[min(client.datasets, key=lambda s: (abs(s + DATASET_WINDOW_S / 2 - t_s), s))]
 
 
-def window_arrivals_s(rng, start_s: float, n: int, family: str, shape: float, scale: float):
+def window_arrivals_s(
+    rng: np.random.Generator, start_s: float, n: int, family: str, shape: float, scale: float
+) -> np.ndarray:
     """n arrival times in [start_s, start_s + 600): fitted gaps rescaled so n + 1 of them span the window."""
-    import numpy as np
-
     gaps = rng.gamma(shape, scale, n + 1) if family == "Gamma" else scale * rng.weibull(shape, n + 1)
     total = float(gaps.sum())
     if not np.isfinite(total) or total <= 0:  # shapes near 0 can underflow every gap: spread evenly instead
@@ -200,7 +194,7 @@ def window_arrivals_s(rng, start_s: float, n: int, family: str, shape: float, sc
     return np.minimum(t, start_s + RATE_WINDOW_S - 1e-9)  # a ~0 last gap must not leave the window (1 ns inside)
 
 
-def sample_fields(pmfs: dict, u) -> dict:
+def sample_fields(pmfs: dict, u: np.ndarray) -> dict:
     """All fields for uniforms `u` (one shared uniform per request: ServeGen's coupling)."""
     return {f: pmf.quantile(u) for f, pmf in pmfs.items()}
 
@@ -211,12 +205,10 @@ def generate(
     start_s: float,
     duration_s: float,
     rate_scale: float,
-    seed: int,
+    seed: Seed,
     name: str = "",
 ) -> list[Request]:
     """Requests of the chosen clients over [start_s, start_s + duration_s), arrival offsets from start_s."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     rows = []
     for cid in clients if clients is not None else client_ids(directory):
@@ -241,8 +233,6 @@ def generate(
 
 
 def _to_requests(rows, start_s: float, name: str) -> list[Request]:
-    import numpy as np
-
     reqs = []
     for t, f, _cid in rows:
         n_in = np.clip(f["input_tokens"], 1, MAX_TOKENS).astype(np.int64)
@@ -255,10 +245,8 @@ def _to_requests(rows, start_s: float, name: str) -> list[Request]:
     return [r._replace(req_id=i) for i, r in enumerate(reqs)]
 
 
-def mixture(directory: Path, clients: list[int] | None = None) -> tuple[list[dict], object]:
+def mixture(directory: Path, clients: list[int] | None = None) -> tuple[list[dict], np.ndarray]:
     """Request-weighted mixture over (client, 6 h window): components' PMFs and their weights (sum 1)."""
-    import numpy as np
-
     comps, weights = [], []
     for cid in clients if clients is not None else client_ids(directory):
         c = load_client(directory, cid)
@@ -274,10 +262,10 @@ def mixture(directory: Path, clients: list[int] | None = None) -> tuple[list[dic
     return comps, w / w.sum()
 
 
-def sample_mixture(comps: list[dict], weights, rng, n: int, fields: tuple[str, ...]) -> dict:
+def sample_mixture(
+    comps: list[dict], weights: np.ndarray, rng: np.random.Generator, n: int, fields: tuple[str, ...]
+) -> dict:
     """n draws from the mixture: a component by weight, then all `fields` from one shared uniform."""
-    import numpy as np
-
     which = rng.choice(len(comps), size=n, p=weights)
     u = rng.random(n)
     out = {f: np.zeros(n) for f in fields}

@@ -15,8 +15,13 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import orjson
+
 from kvbench.config import ConfigError
+from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS
+from kvbench.workload.synth import finalize
 
 CHARS_PER_TOKEN = 4
 BLOCK_CHARS = MOONCAKE_BLOCK_TOKENS * CHARS_PER_TOKEN
@@ -51,8 +56,6 @@ class Turn:
 
 
 def _load(path: Path) -> list:
-    import orjson
-
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory, expected a ShareGPT JSON file")
     raw = path.read_bytes()
@@ -122,16 +125,19 @@ def read_sharegpt(path: str | Path) -> list[list[Turn]]:
 
 
 def to_requests(
-    sessions: list[list[Turn]], starts_ns, out_tokens, out_reason, think_ns, name: str, limit: int | None = None
-):
+    sessions: list[list[Turn]],
+    starts_ns: np.ndarray,
+    out_tokens: np.ndarray,
+    out_reason: np.ndarray,
+    think_ns: np.ndarray,
+    name: str,
+    limit: int | None = None,
+) -> list[Request]:
     """Sessions started at `starts_ns` (one per session, ascending); turn k > 0 follows after `think_ns[k]`.
 
     `out_tokens`, `out_reason`, `think_ns` (one per turn, in session order) fill what the file does not record.
     Single-turn conversations are plain requests (session -1); ids are dense in arrival order.
     """
-    from kvbench.records import Request
-    from kvbench.workload.synth import finalize
-
     reqs = []
     k = 0
     for sid, (turns, t0) in enumerate(zip(sessions, starts_ns)):

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from kvbench.config import ConfigError, Range, Source, load_toml, read
 from kvbench.workload.arrivals import ArrivalSpec
 from kvbench.workload.dists import LengthSpec
+from kvbench.workload.inputs import find_workload
 from kvbench.workload.synth import PrefixSpec, SessionSpec
 
 MAX_SLO_MS = 1e9  # about 11.6 days: larger thresholds are unit mix-ups
@@ -141,8 +142,6 @@ def _lengths(spec: LengthSpec | None, role: str, p: Path, src: Source) -> Length
 
 
 def _components(f: SpecFile, p: Path, src: Source, seen: tuple[Path, ...]) -> tuple[Component, ...]:
-    from kvbench.workload.load import find_workload
-
     if not f.components:
         raise src.error(("components",), "kind = 'mix' needs [[components]] with workload and weight")
     out = []

@@ -8,21 +8,52 @@ id of the request is inserted or touched (in prompt order). Percentiles use nump
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Container, Iterable, Sequence
+
+import numpy as np
 
 from kvbench.records import Request
-from kvbench.sim.kvcache import Tier
 from kvbench.units import MOONCAKE_BLOCK_TOKENS, ns_to_s
 
 
 def _pcts(values) -> dict[str, float]:
-    import numpy as np
-
     a = np.asarray(values, dtype=np.float64)
     if not len(a):
         return {"mean": float("nan"), "p50": float("nan"), "p99": float("nan"), "max": float("nan")}
     p50, p99 = np.percentile(a, [50, 99])
     return {"mean": float(a.mean()), "p50": float(p50), "p99": float(p99), "max": float(a.max())}
+
+
+def _leading_run(ids: Sequence[int], held: Container[int]) -> int:
+    """How many of `ids`, from the first, are in `held` (a prefix hit stops at the first miss)."""
+    run = 0
+    for h in ids:
+        if h not in held:
+            break
+        run += 1
+    return run
+
+
+class _Lru:
+    """One global LRU of `capacity` blocks, as the simulator's tiers keep them (sim/kvcache.Tier, without tiers
+    below): a request hits its leading run of resident ids, then every id is inserted or refreshed in prompt order."""
+
+    __slots__ = ("capacity", "blocks")
+
+    def __init__(self, capacity_blocks: int) -> None:
+        self.capacity = max(capacity_blocks, 0)
+        self.blocks: OrderedDict[int, None] = OrderedDict()  # oldest first
+
+    def hit_then_insert(self, ids: Sequence[int]) -> int:
+        blocks = self.blocks
+        run = _leading_run(ids, blocks)
+        for h in ids:
+            blocks[h] = None
+            blocks.move_to_end(h)
+        while len(blocks) > self.capacity:
+            blocks.popitem(last=False)
+        return run
 
 
 class _Reuse:
@@ -33,24 +64,18 @@ class _Reuse:
     def __init__(self, lru_tokens: Iterable[int], block_tokens: int) -> None:
         self.seen: set[int] = set()
         self.total_blocks = self.hit_blocks = self.hit_tokens = 0
-        # One global LRU per capacity: the simulator's own tier (lookup = leading resident run, then insert all).
-        self.lrus = {cap: Tier(f"lru-{cap}", "pool", cap // block_tokens) for cap in lru_tokens}
+        self.lrus = {cap: _Lru(cap // block_tokens) for cap in lru_tokens}
         self.lru_hits = dict.fromkeys(self.lrus, 0)
 
     def add(self, r: Request) -> None:
-        ids, seen = r.hash_ids, self.seen
-        run = 0
-        for h in ids:
-            if h not in seen:
-                break
-            run += 1
-        seen.update(ids)
+        ids = r.hash_ids
+        run = _leading_run(ids, self.seen)
+        self.seen.update(ids)
         self.total_blocks += len(ids)
         self.hit_blocks += run
         self.hit_tokens += min(run * r.block_tokens, r.input_tokens)
         for cap, lru in self.lrus.items():
-            self.lru_hits[cap] += lru.match(ids)
-            lru.insert(ids)
+            self.lru_hits[cap] += lru.hit_then_insert(ids)
 
     def figures(self, input_total: int) -> dict:
         has = self.total_blocks > 0
@@ -67,8 +92,6 @@ class _Reuse:
 
 def trace_stats(requests: Iterable[Request], lru_tokens: Iterable[int] = ()) -> dict:
     """All figures of the SOURCES.md table for one request stream (hash-based ones are None without hash ids)."""
-    import numpy as np
-
     arrivals, ins, outs, reasons = [], [], [], []
     sessions: set[int] = set()
     caps = list(lru_tokens)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS, NS_PER_S
-from kvbench.workload.arrivals import ArrivalSpec, arrival_times_ns
+from kvbench.workload.arrivals import ArrivalSpec, Seed, arrival_times_ns
 from kvbench.workload.dists import LengthSpec, sample_pair
 
 
@@ -72,26 +74,20 @@ def finalize(reqs: list[Request], limit: int | None = None) -> list[Request]:
     return [r._replace(req_id=i) for i, r in enumerate(reqs)]
 
 
-def think_times_ns(ss: SessionSpec, rng, n: int):
+def think_times_ns(ss: SessionSpec, rng: np.random.Generator, n: int) -> np.ndarray:
     """n think times (int64 ns): all `think_s`, or exponential with that mean."""
-    import numpy as np
-
     s = np.full(n, ss.think_s) if ss.think == "fixed" else rng.exponential(ss.think_s, n)
     return np.round(s * NS_PER_S).astype(np.int64)
 
 
-def group_weights(spec: PrefixSpec):
-    import numpy as np
-
+def group_weights(spec: PrefixSpec) -> np.ndarray:
     k = np.arange(spec.groups, dtype=np.float64)
     w = np.ones(spec.groups) if spec.popularity == "uniform" else 1.0 / (k + 1.0) ** spec.zipf_s
     return w / w.sum()
 
 
-def generate(spec: SynthSpec, seed: int, name: str = "", id_base: int = 0) -> list[Request]:
+def generate(spec: SynthSpec, seed: Seed, name: str = "", id_base: int = 0) -> list[Request]:
     """The whole workload, deterministic for `seed`; block ids start at `id_base` (mixtures keep them apart)."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     ss = spec.sessions
     mean_turns = (ss.turns_min + ss.turns_max) / 2

@@ -65,7 +65,7 @@ def test_bad_input_exits_2_with_one_line() -> None:
         (("-m", "Qwen3-8B", "-n", "10", "-l", "ib"), "--link: unknown link 'ib'; known: nvlink-h100"),
         (
             ("-m", "Qwen3-8B", "-n", "10", "-g", "page"),
-            "--granularity: unknown 'page'; allowed: layer-block, layer, request",
+            "--granularity: 'page' is not one of 'layer-block', 'layer', 'request'.",
         ),
         (("-m", "Qwen3-8B", "-n", "0"), "--tokens (0) and --block-tokens (16) must be >= 1"),
     ]:
