@@ -10,8 +10,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "kvbench"
 
 
@@ -102,19 +100,6 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 GRAPH = import_graph()
 CYCLES = cycles(GRAPH)
 
-# Cycles being removed in other branches of issue 9; each entry flips to passing when its branch lands (then
-# strict xfail fails, and the mark goes).
-KNOWN_CYCLES = {
-    "analysis metrics/figures/stepgaps": {"kvbench.analysis.metrics", "kvbench.analysis.figures"},
-    "sim cost/cost_profile": {"kvbench.sim.cost", "kvbench.sim.cost_profile"},
-    "serve timing/sim_timing": {"kvbench.serve.timing", "kvbench.serve.sim_timing"},
-    "target.py and its implementations": {"kvbench.target"},
-}
-
-
-def _in_a_cycle(modules: set[str]) -> list[list[str]]:
-    return [c for c in CYCLES if modules & set(c)]
-
 
 def describe(found: list[list[str]]) -> str:
     return "\n".join(" <-> ".join(c) for c in found) or "none"
@@ -127,22 +112,8 @@ def test_graph_sees_function_level_and_from_package_imports():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_cycles_besides_the_known_ones():
-    known = set().union(*KNOWN_CYCLES.values())
-    other = [c for c in CYCLES if not known & set(c)]
-    assert not other, f"import cycles:\n{describe(other)}\n(all cycles today:\n{describe(CYCLES)})"
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=f"cycle {name}: removed in another branch"))
-        for name in KNOWN_CYCLES
-    ],
-)
-def test_known_cycle_removed(name: str):
-    found = _in_a_cycle(KNOWN_CYCLES[name])
-    assert not found, f"{name} still in a cycle:\n{describe(found)}"
+def test_no_import_cycles():
+    assert not CYCLES, f"import cycles:\n{describe(CYCLES)}"
 
 
 def _layer(module: str) -> str:
@@ -181,3 +152,11 @@ def test_targets_never_import_analysis_present_cli_or_plan():
 
 def test_base_imports_nothing_else_of_the_package():
     assert not violations(BASE, LAYERS - BASE)
+
+
+def test_simulator_parts_see_views_not_the_cluster_or_the_lifecycle():
+    # Engines, routers, the long-context split and STAR rescheduling get small Protocols (sim/*.py), never the
+    # built cluster (sim/build.py) or the request lifecycle (sim/target.py).
+    for name in ("engine", "router", "longctx", "star"):
+        deps = GRAPH[f"kvbench.sim.{name}"]
+        assert not deps & {"kvbench.sim.build", "kvbench.sim.target"}, (name, deps)

@@ -53,7 +53,10 @@ def test_unknown_key_names_file_line_key(tmp_path):
         ),
         ('kind = "sideways"\n', ":1: kind must be one of trace, synthetic, servegen, mix, got 'sideways'"),
         ('kind = "trace"\n', ": missing key 'path' (required for kind = 'trace')"),
-        ('kind = "synthetic"\nrequests = 5\n[slo]\nttft_ms = -1\n', ":4: slo.ttft_ms must be a number > 0 and <= 1e+09, got -1"),
+        (
+            'kind = "synthetic"\nrequests = 5\n[slo]\nttft_ms = -1\n',
+            ":4: slo.ttft_ms must be a number > 0 and <= 1e+09, got -1",
+        ),
         ('kind = "synthetic"\nrequests = 5\n[prefix]\npopularity = "pareto"\n', "prefix.popularity"),
         ('kind = "mix"\nrequests = 5\n', "needs [[components]]"),
         (
