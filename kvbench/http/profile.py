@@ -28,7 +28,7 @@ class EndpointProfile:
     headers: dict = field(default_factory=dict)  # extra HTTP headers
     connect_timeout_s: float = 10.0  # TCP connect limit -> "connect" error
     read_timeout_s: float = 60.0  # longest silence: before response headers -> "timeout", mid-stream -> "stall"
-    request_timeout_s: float = 0.0  # whole request limit, 0 = none -> "timeout"
+    request_timeout_s: float = 0.0  # whole attempt limit from its send, 0 = derived (http/watchdog.py) -> "timeout"
     retries: int = 0  # explicit retries of a failed attempt that received no token yet; 0 = never retry
     max_connections: int = 0  # connector pool size, 0 = unlimited (the replayer bounds what is in flight)
     salt: bool = True  # mix a per-run salt into the prompt text so an earlier run's warm cache cannot hit
