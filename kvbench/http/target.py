@@ -29,7 +29,7 @@ from kvbench.http.stream import Response, terminal
 from kvbench.http.watchdog import overdue
 from kvbench.records import ARRIVE, CANCEL, LAST_TOKEN, Emit, Event, Request
 from kvbench.target import RunContext, TargetSpec
-from kvbench.units import NS_PER_MS, s_to_ns
+from kvbench.units import NS_PER_MS, ns_to_s, s_to_ns
 
 SPIN_NS = NS_PER_MS  # loop timers have ~1 ms resolution: sleep until this close, then yield-poll the loop
 
@@ -370,7 +370,7 @@ class OpenAITarget:
         period_ns = s_to_ns(min(max(self.prof.read_timeout_s / 8, 0.005), 1.0))
         last = time.monotonic_ns()
         while True:
-            await asyncio.sleep(period_ns / 1e9)
+            await asyncio.sleep(ns_to_s(period_ns))
             self.ctx.log.tick()  # CHUNK events reach the log without the replayer: a long lone stream still flushes
             mono = time.monotonic_ns()
             grace, last = max(0, mono - last - period_ns), mono

@@ -79,6 +79,11 @@ def test_retries_follow_the_class_the_count_and_retry_after():
         None,
         ("http_5xx", "503 (no body) (Retry-After: 9), not retried: Retry-After is over read_timeout_s (5 s)"),
     )
+    odd = ("http_5xx", "503 (no body) (Retry-After: soon)")
+    assert next_step(odd, 503, {b"retry-after": b"soon"}, URL, PAYLOAD, FRESH) == (
+        None,
+        ("http_5xx", "503 (no body) (Retry-After: soon), not retried: unreadable Retry-After"),
+    )
 
 
 def test_the_default_bound_grows_with_the_output_length():
