@@ -56,7 +56,27 @@ def replay_command(
         print("kvbench: " + "; ".join(errors), file=sys.stderr)
     if not quiet:
         _print_result(run_dir, stats)
+    if stats.status == "complete" and stats.submitted and not stats.finished:  # it measured nothing: a failure
+        print(f"kvbench: error: {_none_finished(run_dir, stats)}", file=sys.stderr)
+        return 1
     return {"complete": 0, "interrupted": 130}.get(stats.status, 1)
+
+
+def _none_finished(run_dir: Path, st: ReplayStats) -> str:
+    """One line: no request finished, the most common failure class and one of its details."""
+    import duckdb
+
+    top = (
+        duckdb.connect()
+        .execute(
+            "SELECT count(*) AS n, min(detail) FROM read_parquet(?) WHERE kind IN ('ERROR', 'REJECT', 'CANCEL') "
+            "GROUP BY split_part(detail, ':', 1) ORDER BY n DESC, min(detail) LIMIT 1",
+            [str(run_dir / "events" / "*.parquet")],
+        )
+        .fetchone()
+    )
+    example = f"; {top[0]:,} like: {top[1]}" if top else ""
+    return f"none of {st.submitted:,} requests finished ({st.errors:,} errors, {st.rejected:,} rejected){example}"
 
 
 def _execute_with_progress(wl, spec, opts):

@@ -30,7 +30,7 @@ class Sink(Protocol):
 
     def on_send(self, now_ns: int) -> None: ...  # just before the request bytes are written
 
-    def on_head(self, status: int, now_ns: int) -> None: ...
+    def on_head(self, status: int, now_ns: int, headers: dict[bytes, bytes]) -> None: ...  # names lowercased
 
     def on_data(self, data: bytes, now_ns: int) -> None: ...  # the body bytes of one read (de-chunked)
 
@@ -51,7 +51,7 @@ class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection; `start` sends a request and resolves `fut` when its response ends."""
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # connection_made sets it first
         self.sink: Sink | None = None
         self.fut: asyncio.Future | None = None
         self.state = _DONE
@@ -239,10 +239,10 @@ class Connection(asyncio.Protocol):
         headers = {}
         for line in lines[1:]:
             name, _, value = line.partition(b":")
-            headers[name.strip().lower()] = value.strip().lower()
-        conn = headers.get(b"connection", b"")
+            headers[name.strip().lower()] = value.strip()  # values keep their case: a Location's path needs it
+        conn = headers.get(b"connection", b"").lower()
         self.keep_alive = b"close" not in conn and (parts[0] == b"HTTP/1.1" or b"keep-alive" in conn)
-        if b"chunked" in headers.get(b"transfer-encoding", b""):
+        if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
             self.state = _SIZE
         elif b"content-length" in headers:
             try:
@@ -252,7 +252,9 @@ class Connection(asyncio.Protocol):
             self.state = _LENGTH if self.remaining else _DONE
         else:
             self.state, self.keep_alive = _EOF, False
-        self.sink.on_head(status, now)
+        sink = self.sink
+        assert sink is not None  # a response is read only for a request in progress
+        sink.on_head(status, now, headers)
         return buf[i + 4 :]
 
 

@@ -26,7 +26,8 @@ class EndpointProfile:
     connect_timeout_s: Annotated[float, Range(0.001)] = 10.0  # TCP connect limit -> "connect" error
     # longest silence: before response headers -> "timeout", mid-stream -> "stall"
     read_timeout_s: Annotated[float, Range(0.001)] = 60.0
-    request_timeout_s: Annotated[float, Range(0)] = 0.0  # whole request limit, 0 = none -> "timeout"
+    # whole attempt limit from its send, 0 = derived from the output length (http/watchdog.py) -> "timeout"
+    request_timeout_s: Annotated[float, Range(0)] = 0.0
     retries: Annotated[int, Range(0)] = 0  # explicit retries of a failed attempt that received no token yet
     max_connections: Annotated[int, Range(0)] = 0  # pool size, 0 = unlimited (the replayer bounds what is in flight)
     salt: bool = True  # mix a per-run salt into the prompt text so an earlier run's warm cache cannot hit

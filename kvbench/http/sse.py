@@ -15,15 +15,19 @@ class SSEParser:
     Line ends are LF, CRLF or CR (a CR at the end of one read may be the first half of a CRLF, so it is held
     back). Comments (`:` lines, keep-alives) and `event`/`id`/`retry` fields are skipped; any other field is
     malformed input and raises SSEError, because a benchmark must not quietly drop what it cannot read.
-    A line with no line end yet is kept as a list of pieces, so a multi-MB event costs linear time.
+    A line with no line end yet is kept as a list of pieces, and an event's later data lines as a list joined
+    once at its blank line, so a multi-MB event costs linear time however it is split into reads and lines.
+    `max_bytes` bounds an event (its data lines joined) and a line still without its end.
     """
 
-    __slots__ = ("_pieces", "_pending", "_data", "_cr", "max_bytes", "error")
+    __slots__ = ("_pieces", "_pending", "_data", "_more", "_size", "_cr", "max_bytes", "error")
 
     def __init__(self, max_bytes: int = 64 << 20):
         self._pieces: list[bytes] = []  # the unterminated tail of the stream
         self._pending = 0  # bytes in _pieces
-        self._data: bytes | None = None  # data lines of the event being read (joined with LF)
+        self._data: bytes | None = None  # the first data line of the event being read
+        self._more: list[bytes] = []  # its later data lines (the event is all of them joined with LF)
+        self._size = 0  # bytes of the event joined, once it has a second data line
         self._cr = False  # the previous read ended with CR
         self.max_bytes = max_bytes
         self.error: SSEError | None = None  # set by a malformed line; the events before it were returned
@@ -64,7 +68,7 @@ class SSEParser:
             for line in lines:
                 if line[:6] == b"data: " and self._data is None:  # the common case, inlined
                     self._data = line[6:]
-                elif not line and self._data is not None:
+                elif not line and self._data is not None and not self._more:
                     out.append(self._data)
                     self._data = None
                 else:
@@ -92,18 +96,24 @@ class SSEParser:
     def _keep(self, piece: bytes) -> None:
         if piece:
             self._pending += len(piece)
-            if self._pending > self.max_bytes:
+            if self._pending + self._size > self.max_bytes:
                 raise SSEError(f"event larger than {self.max_bytes} bytes")
             self._pieces.append(piece)
 
     def _line(self, line: bytes, out: list[bytes]) -> None:
         if not line:
             if self._data is not None:
-                out.append(self._data)
-                self._data = None
+                out.append(b"\n".join([self._data, *self._more]) if self._more else self._data)
+                self._data, self._more, self._size = None, [], 0
             return
         if line[:5] == b"data:":
             value = line[6:] if line[5:6] == b" " else line[5:]
-            self._data = value if self._data is None else self._data + b"\n" + value
+            if self._data is None:
+                self._data = value
+                return
+            self._size += (0 if self._more else len(self._data)) + 1 + len(value)
+            if self._size > self.max_bytes:
+                raise SSEError(f"event larger than {self.max_bytes} bytes")
+            self._more.append(value)
         elif line[:1] != b":" and line.partition(b":")[0] not in _KNOWN_FIELDS:
             raise SSEError(f"malformed SSE line {line[:80]!r}")

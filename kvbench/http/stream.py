@@ -33,6 +33,7 @@ class Response:
         "finish_reason",
         "done",
         "headers",
+        "reply_headers",
         "start_ns",
         "io_ns",
         "timed_out",
@@ -61,7 +62,9 @@ class Response:
     ):
         self.emit, self.rid, self.t0_ns, self.chat, self.send_event = emit, rid, t0_ns, chat, send_event
         # CHUNK events as (t_ns, req_id, tokens), straight into the log (EventLog.emit_chunk); else through emit
-        self.emit_chunk = emit_chunk or (lambda c: emit((c[0], c[1], CHUNK, None, c[2], None, None, None, None)))
+        self.emit_chunk = emit_chunk or (
+            lambda c: emit((c[0], c[1], CHUNK, None, c[2], None, None, None, None))  # type: ignore[arg-type]
+        )
         self.done_cb, self.notes = done_cb, notes or []  # done_cb(resp): the target's synchronous completion
         self.sse = SSEParser(max_event_bytes)
         self.status = 0
@@ -72,7 +75,9 @@ class Response:
         self.finish_reason: str | None = None
         self.done = False  # [DONE] seen
         self.headers = False  # response headers received (a silence now is a stall, not a timeout)
-        self.start_ns = self.io_ns = now  # t_ns of the send; of the last bytes moved
+        self.reply_headers: dict[bytes, bytes] = {}  # of a non-200 response (Location, Retry-After)
+        self.start_ns = -1  # t_ns of the send; -1 until then (connecting, or waiting for a pooled connection)
+        self.io_ns = now  # t_ns of the send, then of the last bytes received
         self.timed_out: tuple[str, str] | None = None
         self.end_ns = 0  # t_ns when the last bytes arrived
         self.ended = False  # the terminal event was emitted from on_done
@@ -89,8 +94,10 @@ class Response:
     def on_reconnect(self, why: str) -> None:
         self.notes.append(f"reconnected after a stale keep-alive connection ({why})")
 
-    def on_head(self, status: int, now_ns: int) -> None:
+    def on_head(self, status: int, now_ns: int, headers: dict[bytes, bytes]) -> None:
         self.status, self.headers, self.io_ns = status, True, now_ns - self.t0_ns
+        if status != 200:
+            self.reply_headers = headers
 
     def on_data(self, data: bytes, now_ns: int) -> None:
         now = self.io_ns = now_ns - self.t0_ns
@@ -135,7 +142,7 @@ class Response:
                 if before:
                     self.emit_chunk((now, self.rid, self.tokens - before))
                 else:  # a plain 9-tuple in Event's field order: the replayer and the log accept it, and it is cheaper
-                    self.emit((now, self.rid, FIRST_TOKEN, None, self.tokens, None, None, None, None))
+                    self.emit((now, self.rid, FIRST_TOKEN, None, self.tokens, None, None, None, None))  # type: ignore[arg-type]
                 self.last_ns = now
         if self.sse.error is not None:
             raise self.sse.error
@@ -216,18 +223,22 @@ def _plain_events(data: bytes, fast: tuple[bytes, bytes, int, int]) -> int:
 
 
 def terminal(resp: Response, req: Request, fault: tuple[str, str] | None, notes: list[str], now: int) -> Event:
-    """FINISH (tokens = usage's completion tokens, else counted; detail: short_output, prompt_tokens=N, retries)
-    or ERROR / REJECT (HTTP 429) with detail "<class>: <message>[; retry notes]"."""
+    """FINISH (tokens = usage's completion tokens, else counted; detail: short_output, usage_mismatch,
+    prompt_tokens=N, retries) or ERROR / REJECT (HTTP 429) with detail "<class>: <message>[; retry notes]".
+    usage_mismatch: the usage's count differs from the chunks with text that were streamed (a server that
+    over- or under-claims; also a server that streams several tokens a chunk, which usage then counts right)."""
     if fault is not None:
         kind = REJECT if fault[0] == "http_429" else ERROR
         return Event(now, req.req_id, kind, detail="; ".join([f"{fault[0]}: {fault[1]}"] + notes))
     usage = resp.usage or {}
-    tokens = usage.get("completion_tokens")
-    tokens = tokens if isinstance(tokens, int) else resp.tokens
+    claimed = usage.get("completion_tokens")
+    tokens = claimed if isinstance(claimed, int) else resp.tokens
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     asked = max(1, req.output_tokens)
     parts = [f"short_output: got {tokens} of {asked} tokens"] if tokens < asked else []
+    if tokens != resp.tokens:
+        parts.append(f"usage_mismatch: usage says {tokens} completion tokens, {resp.tokens} streamed")
     if isinstance(usage.get("prompt_tokens"), int):
         parts.append(f"prompt_tokens={usage['prompt_tokens']}")
     return Event(

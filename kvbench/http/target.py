@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from heapq import heappop, heappush
 
@@ -19,19 +20,22 @@ import orjson
 
 from kvbench import __version__
 from kvbench.http.conn import Connection, Pool, request_head
-from kvbench.http.faults import RETRYABLE, StreamFault, classify, classify_status, one_line
+from kvbench.http.faults import StreamFault, classify, classify_status, one_line
+from kvbench.http.followup import Tried, next_step
 from kvbench.http.probe import auth_headers, prepare
 from kvbench.http.profile import EndpointProfile, load_profile
 from kvbench.http.prompts import PromptBuilder
 from kvbench.http.scrape import scrape_loop
 from kvbench.http.stream import Response, terminal
+from kvbench.http.watchdog import overdue
 from kvbench.records import ARRIVE, CANCEL, LAST_TOKEN, Emit, Event, Request
 from kvbench.target import RunContext, TargetSpec
-from kvbench.units import NS_PER_MS, s_to_ns
+from kvbench.units import NS_PER_MS, ns_to_s, s_to_ns
 
 SPIN_NS = NS_PER_MS  # loop timers have ~1 ms resolution: sleep until this close, then yield-poll the loop
 
 
+LOOP_FACTORY: Callable[[], asyncio.AbstractEventLoop]
 try:  # imported with the module (before the run's t0), not when the run starts
     import uvloop
 
@@ -66,9 +70,10 @@ class OpenAITarget:
         self._inflight: dict[int, Request] = {}  # released, not ended: the terminal event pops it (exactly once)
         self._open = 0  # submitted, not ended
         self._tasks: set[asyncio.Task] = set()
-        self._emit: Emit | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pool: Pool | None = None
+        # the run's emit, loop and pool exist only inside run(): None outside it (typed as set, as they are in use)
+        self._emit: Emit = None  # type: ignore[assignment]
+        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._pool: Pool = None  # type: ignore[assignment]
         self._wake: asyncio.Future | None = None
         self._stopping = False
         self._crash: BaseException | None = None
@@ -132,7 +137,7 @@ class OpenAITarget:
         except Exception as e:  # a bug in building the request must not end the run
             self._terminal(
                 terminal(
-                    self._response(rid, 0),
+                    self._response(req, 0),
                     req,
                     ("internal", one_line(f"{type(e).__name__}: {e}")),
                     [],
@@ -140,7 +145,7 @@ class OpenAITarget:
                 )
             )
             return
-        resp = self._response(rid, time.monotonic_ns() - t0)
+        resp = self._response(req, time.monotonic_ns() - t0)
         if write_now:
             self._launch(req, payload, resp)
             return
@@ -183,10 +188,10 @@ class OpenAITarget:
                 self._crash = e
                 self._poke()
 
-    def _response(self, rid: int, now: int, first: bool = True, notes: list[str] | None = None) -> Response:
+    def _response(self, req: Request, now: int, first: bool = True, notes: list[str] | None = None) -> Response:
         return Response(
             self._emit,
-            rid,
+            req.req_id,
             self.ctx.t0_ns,
             self.prof.api == "chat",
             self.prof.max_event_bytes,
@@ -271,7 +276,7 @@ class OpenAITarget:
             self._cancel_rest("interrupted")
             raise KeyboardInterrupt from None
         finally:
-            self._loop = None
+            self._loop = None  # type: ignore[assignment]
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -320,14 +325,20 @@ class OpenAITarget:
 
     async def _request(self, req: Request, payload: bytes, resp: Response, started) -> None:
         emit, rid, t0 = self._emit, req.req_id, self.ctx.t0_ns
-        notes: list[str] = []
+        url, tried = self.prof.endpoint_url, Tried(0, self.prof.retries, 0, self.prof.read_timeout_s)
         try:
             while True:
                 fault = await self._attempt(payload, resp, started)
-                if fault is None or fault[0] not in RETRYABLE or resp.tokens or len(notes) >= self.prof.retries:
+                if fault is None or resp.tokens:
                     break
-                notes.append(f"retry {len(notes) + 1} after {fault[0]}: {fault[1]}")
-                resp, started = self._response(rid, time.monotonic_ns() - t0, False, resp.notes + notes[-1:]), None
+                step, fault = next_step(fault, resp.status, resp.reply_headers, url, payload, tried)
+                if step is None:
+                    break
+                tried = tried._replace(retries=tried.retries + (not step.hop), hops=tried.hops + step.hop)
+                url, payload = step.url, step.payload
+                if step.wait_s:
+                    await asyncio.sleep(step.wait_s)
+                resp, started = self._response(req, time.monotonic_ns() - t0, False, resp.notes + [step.note]), None
         except asyncio.CancelledError:
             self._terminal(Event(time.monotonic_ns() - t0, rid, CANCEL, detail="interrupted"))
             return
@@ -341,6 +352,7 @@ class OpenAITarget:
         """Send once (unless `started` already did) and read the response into `resp`; None on success, else
         (class, message)."""
         task = asyncio.current_task()
+        assert task is not None  # an attempt always runs in its request's task
         self._watched[task] = resp
         try:
             await self._pool.request(payload, resp, started)
@@ -354,40 +366,32 @@ class OpenAITarget:
         finally:
             self._watched.pop(task, None)
         if resp.status != 200:
-            return classify_status(resp.status, resp.err_body)
+            return classify_status(resp.status, resp.err_body, resp.reply_headers)
         if not resp.done and resp.finish_reason is None:
             return "protocol", f"stream ended without [DONE] after {resp.tokens} tokens"
         return None
 
     async def _watchdog(self) -> None:
-        """Every ~1/8 of the read timeout: end attempts silent for longer than it (stall / timeout), and
-        attempts older than request_timeout_s: a task is cancelled, a task-less attempt's connection abandoned
-        and its response failed with the fault."""
-        period_s = min(max(self.prof.read_timeout_s / 8, 0.005), 1.0)
+        """Every ~1/8 of the read timeout: end attempts overdue (see watchdog.overdue): a task is cancelled, a
+        task-less attempt's connection abandoned and its response failed with the fault. A wake-up later than
+        due means the loop was blocked; that lateness is not held against the server (`grace`)."""
+        period_ns = s_to_ns(min(max(self.prof.read_timeout_s / 8, 0.005), 1.0))
+        last = time.monotonic_ns()
         while True:
-            await asyncio.sleep(period_s)
+            await asyncio.sleep(ns_to_s(period_ns))
             self.ctx.log.tick()  # CHUNK events reach the log without the replayer: a long lone stream still flushes
-            now = time.monotonic_ns() - self.ctx.t0_ns
+            mono = time.monotonic_ns()
+            grace, last = max(0, mono - last - period_ns), mono
+            now = mono - self.ctx.t0_ns
             for task, resp in list(self._watched.items()):
-                if self._overdue(resp, now):
+                if self._overdue(resp, now, grace):
                     task.cancel()
             for resp, conn in list(self._direct.items()):
                 fut = conn.fut
-                if conn.sink is resp and fut is not None and self._overdue(resp, now):
+                if conn.sink is resp and fut is not None and self._overdue(resp, now, grace) and resp.timed_out:
                     conn.abandon()
                     fut.set_exception(StreamFault(*resp.timed_out))
 
-    def _overdue(self, resp: Response, now: int) -> bool:
-        """Sets resp.timed_out (class, message) when the attempt is silent or old past its limits."""
-        p = self.prof
-        if resp.timed_out is not None or resp.ended:
-            return False
-        if now - resp.io_ns > s_to_ns(p.read_timeout_s):
-            what = "no bytes mid-stream" if resp.headers else "no response"
-            resp.timed_out = (
-                "stall" if resp.headers else "timeout",
-                f"{what} for {p.read_timeout_s:g} s (read_timeout_s)",
-            )
-        elif p.request_timeout_s and now - resp.start_ns > s_to_ns(p.request_timeout_s):
-            resp.timed_out = ("timeout", f"request took over {p.request_timeout_s:g} s (request_timeout_s)")
-        return resp.timed_out is not None
+    def _overdue(self, resp: Response, now: int, grace: int) -> bool:
+        req = self._inflight.get(resp.rid)
+        return overdue(resp, now, grace, self.prof, req.output_tokens if req is not None else 1)

@@ -40,8 +40,8 @@ class Recorder:
     def on_send(self, now_ns):
         self.sent += 1
 
-    def on_head(self, status, now_ns):
-        self.status = status
+    def on_head(self, status, now_ns, headers):
+        self.status, self.headers = status, headers
 
     def on_data(self, data, now_ns):
         self.data += data
@@ -125,6 +125,17 @@ def test_content_length_body_and_connection_close():
     conn, sink, fut = feed(resp, [3, 40])
     assert (sink.status, sink.data, sink.ends) == (503, b"busy!", 1)
     assert fut.exception() is None and not conn.keep_alive
+
+
+def test_header_values_reach_the_sink_with_their_case_and_framing_headers_match_any_case():
+    resp = (
+        b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /V1/Other?Q=A\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n"
+    )
+    conn, sink, fut = feed(resp, [])
+    assert sink.status == 307 and sink.headers[b"location"] == b"/V1/Other?Q=A"
+    assert fut.exception() is None and not conn.keep_alive
+    _, sink, _ = feed(HEAD_200.replace(b"chunked", b"Chunked") + chunked(BODY), [])
+    assert sink.data == BODY
 
 
 def test_body_until_close_ends_at_connection_lost():

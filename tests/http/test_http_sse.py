@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -76,3 +78,27 @@ def test_huge_event_in_many_reads_and_the_limit():
     with pytest.raises(SSEError, match="larger than 1024"):
         for _ in range(0, 4096, 100):
             small.feed(b"y" * 100)
+
+
+def test_an_event_of_many_data_lines_costs_linear_time():
+    # 8 MiB in 32,768 data lines of 256 bytes, fed in 64 KiB reads: rebuilding the event per line copies
+    # ~128 GiB (seconds of CPU); appending lines and joining once at the blank line copies it twice (milliseconds)
+    value = b"y" * 255
+    event = (b"data: " + value + b"\n") * 32768 + b"\n"
+    p, out = SSEParser(max_bytes=16 << 20), []
+    t = time.process_time()
+    for i in range(0, len(event), 65536):
+        out += p.feed(event[i : i + 65536])
+    assert time.process_time() - t < 1.0
+    assert out == [b"\n".join([value] * 32768)] and p.idle()
+
+
+def test_the_limit_applies_to_an_event_of_many_short_lines():
+    # 20 data lines of 100 bytes = 2,019 bytes joined: over a 1,024-byte limit though no line is; the event
+    # before it is kept, the stream fails at the line that crosses the limit
+    p = SSEParser(max_bytes=1024)
+    out = p.feed(b"data: a\ndata: b\n\n" + (b"data: " + b"z" * 100 + b"\n") * 20 + b"\n")
+    assert out == [b"a\nb"]
+    assert str(p.error) == "event larger than 1024 bytes"
+    with pytest.raises(SSEError, match="larger than 1024"):
+        p.close()

@@ -9,13 +9,14 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbench.http.stream import Response
+from kvbench.http.stream import Response, terminal
+from kvbench.records import Request
 
 
 def feed(chat: bool, payloads: list[bytes]) -> tuple[Response, list[tuple]]:
     events: list[tuple] = []
     r = Response(events.append, 7, 0, chat, 1 << 20, 0, send_event=False)
-    r.on_head(200, 10)
+    r.on_head(200, 10, {})
     for i, p in enumerate(payloads):  # one SSE event per read, as a server streaming token by token sends them
         r.on_data(b"data: " + p + b"\n\n", 100 + i)
     r.on_end(1000)
@@ -62,7 +63,7 @@ def test_a_changed_shape_or_escaped_text_is_parsed_in_full():
 
 def test_an_error_object_after_plain_chunks_still_ends_the_stream():
     r = Response([].append, 7, 0, False, 1 << 20, 0, send_event=False)
-    r.on_head(200, 10)
+    r.on_head(200, 10, {})
     r.on_data(b"data: " + chunk(False, " a") + b"\n\n", 11)
     try:
         r.on_data(b'data: {"error":{"message":"boom"}}\n\n', 12)
@@ -109,7 +110,7 @@ def test_any_grouping_of_events_into_reads_counts_the_same(items, chat, cuts):
     bounds = sorted({0, len(stream), *(c % (len(stream) + 1) for c in cuts)})
     events: list[tuple] = []
     r = Response(events.append, 7, 0, chat, 1 << 20, 0, send_event=False)
-    r.on_head(200, 10)
+    r.on_head(200, 10, {})
     for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
         r.on_data(stream[a:b], 100 + i)
     r.on_end(1000)
@@ -123,9 +124,30 @@ def test_whole_plain_events_in_one_read_are_one_event_and_a_stray_byte_is_parsed
     first, rest = chunk(False, " w"), [b"data: " + chunk(False, t) + b"\n\n" for t in texts]
     events: list[tuple] = []
     r = Response(events.append, 7, 0, False, 1 << 20, 0, send_event=False)
-    r.on_head(200, 10)
+    r.on_head(200, 10, {})
     r.on_data(b"data: " + first + b"\n\n", 100)  # learns the shape from the first, parsed chunk
     r.on_data(b"".join(rest), 200)  # three whole learnt events in one read: one event of 3 tokens at t=200
     assert r.fast is not None and events[-1][0] == 200 and events[-1][4] == 3 and r.tokens == 4
     r.on_data(b"data: " + chunk(False, " d") + b"\n\n:", 300)  # a trailing comment byte: the parser takes it
     assert events[-1][0] == 300 and events[-1][4] == 1 and r.tokens == 5 and r.fast is None  # ':' held back
+
+
+def test_usage_that_disagrees_with_the_chunks_streamed_is_flagged():
+    # 4 chunks with text; usage says 8 (over-claims: all asked), 2 (under-claims: short) or 4 (agrees)
+    req = Request(3, 0, 21, 8)
+    details = []
+    for claimed in (8, 2, 4):
+        usage = b'{"choices":[],"usage":{"prompt_tokens":21,"completion_tokens":%d}}' % claimed
+        r, _ = feed(False, [chunk(False, f" w{i}") for i in range(4)] + [chunk(False, "", "length"), usage, b"[DONE]"])
+        ev = terminal(r, req, None, [], 99)
+        details.append((ev.kind, ev.tokens, ev.detail))
+    assert details == [
+        ("FINISH", 8, "usage_mismatch: usage says 8 completion tokens, 4 streamed; prompt_tokens=21"),
+        (
+            "FINISH",
+            2,
+            "short_output: got 2 of 8 tokens; usage_mismatch: usage says 2 completion tokens, 4 streamed; "
+            "prompt_tokens=21",
+        ),
+        ("FINISH", 4, "short_output: got 4 of 8 tokens; prompt_tokens=21"),
+    ]

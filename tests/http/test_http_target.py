@@ -7,31 +7,14 @@ import os
 import signal
 import socket
 import threading
-from pathlib import Path
 
 import duckdb
 import pytest
-from support.faultserver import FAULTS, FaultServer, fault_prompt
+from support.faultserver import CROSS_ORIGIN, FAULTS, REDIRECTED_PATH, FaultServer, fault_prompt, q, run
 
 from kvbench.records import Request
-from kvbench.run import RunOptions, execute
-from kvbench.target import TargetSpec
-from kvbench.workload.load import Workload
 
-FAST = {"model": "fault-model", "word_tokens": 2.0, "read_timeout_s": 0.3}  # no probes; stalls end in 0.3 s
-
-
-def run(requests: list[Request], base_url: str, out: Path, concurrency: int | None = None, **params) -> tuple:
-    wl = Workload("t", "mem", "0", lambda: iter(requests))
-    spec = TargetSpec("openai", "fault", {"kind": "openai", "base_url": base_url, **FAST, **params})
-    return execute(wl, spec, RunOptions(out=out, concurrency=concurrency))
-
-
-def q(run_dir: Path, sql: str) -> list[tuple]:
-    return duckdb.connect().execute(sql.replace("EV", f"read_parquet('{run_dir}/events/*.parquet')")).fetchall()
-
-
-EXPECTED = {  # fault -> (terminal kind, detail prefix)
+EXPECTED = {  # fault -> (terminal kind, detail prefix; {url}: the server's origin)
     "ok": ("FINISH", "prompt_tokens=21"),
     "reset": ("ERROR", "reset: "),
     "http_429_body": ("REJECT", "http_429: 429 {"),
@@ -47,6 +30,25 @@ EXPECTED = {  # fault -> (terminal kind, detail prefix)
     "split_crlf": ("FINISH", "prompt_tokens=21"),
     "stall_headers": ("ERROR", "timeout: "),
     "error_obj": ("ERROR", "server_error: "),
+    "multiline_huge": ("FINISH", "prompt_tokens=21"),
+    "multiline_over": ("ERROR", f"protocol: SSEError: event larger than {6 << 20} bytes"),
+    "slow_loris": ("ERROR", "timeout: request took over 2.5 s (request_timeout_s)"),
+    "redirect_same": ("FINISH", f"prompt_tokens=21; redirect 1: 307 to {{url}}{REDIRECTED_PATH}"),
+    "redirect_cross": ("ERROR", f"redirect: 302 to {CROSS_ORIGIN} (another origin: not followed)"),
+    "redirect_loop": ("ERROR", "redirect: 308 to {url}/v1/completions (more than 5 redirects: not followed); "),
+    "retry_after_503": (
+        "FINISH",
+        "prompt_tokens=21; retry 1 after http_5xx: 503 (no body) (Retry-After: 1), waited 1 s",
+    ),
+    "retry_after_429": (
+        "FINISH",
+        "prompt_tokens=21; retry 1 after http_429: 429 (no body) (Retry-After: 1), waited 1 s",
+    ),
+    "retry_after_long": (
+        "ERROR",
+        "http_5xx: 503 (no body) (Retry-After: 3600), not retried: Retry-After is over read_timeout_s (1 s)",
+    ),
+    "usage_over": ("FINISH", "usage_mismatch: usage says 8 completion tokens, 4 streamed; prompt_tokens=21"),
 }
 TOKENS_BEFORE_FAULT = {
     "reset": 4,
@@ -59,23 +61,35 @@ TOKENS_BEFORE_FAULT = {
     "ok": 8,
     "huge": 8,
     "split_crlf": 8,
+    "multiline_huge": 8,
+    "multiline_over": 1,
+    "redirect_same": 8,
+    "retry_after_503": 8,
+    "retry_after_429": 8,
+    "usage_over": 4,
 }  # server sends these before its fault
 
 
 def test_mixed_faults_each_request_ends_once_with_its_class(tmp_path):
     assert set(EXPECTED) == set(FAULTS)
-    # 3 rounds of every fault, 8 tokens asked, arrivals 1 ms apart, all in flight together
+    # 3 rounds of every fault, 8 tokens asked, arrivals 1 ms apart, all in flight together; each prompt tagged
+    # with its request (the server counts a retry's attempts by prompt). One retry allowed, events up to 6 MiB,
+    # 2.5 s a request at most. The server runs in its own process, so the 1 s read timeout measures the
+    # client and the server, never one waiting for the other's GIL
     reqs = [
-        Request(i, i * 1_000_000, 21, 8, prompt=fault_prompt(FAULTS[i % len(FAULTS)])) for i in range(3 * len(FAULTS))
+        Request(i, i * 1_000_000, 21, 8, prompt=fault_prompt(FAULTS[i % len(FAULTS)], tag=f"r{i}"))
+        for i in range(3 * len(FAULTS))
     ]
-    # read timeout 1 s: the server shares this process (and its GIL) while it writes three 4 MiB chunks
+    limits = {"read_timeout_s": 1.0, "retries": 1, "max_event_bytes": 6 << 20, "request_timeout_s": 2.5}
     with FaultServer(stall_s=3.0) as srv:
-        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", read_timeout_s=1.0)
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", **limits)
+        url = srv.base_url.removesuffix("/v1")
     assert stats.status == "complete" and stats.submitted == len(reqs)
     terminals = q(run_dir, "SELECT req_id, kind, detail FROM EV WHERE kind IN ('FINISH','ERROR','REJECT','CANCEL')")
     assert sorted(r[0] for r in terminals) == list(range(len(reqs)))  # exactly one terminal event each
     for rid, kind, detail in terminals:
         want_kind, prefix = EXPECTED[FAULTS[rid % len(FAULTS)]]
+        prefix = prefix.replace("{url}", url)
         assert (kind, detail[: len(prefix)]) == (want_kind, prefix), (rid, FAULTS[rid % len(FAULTS)], detail)
     # nothing measured before a fault is lost: the streamed tokens are in the log, before the terminal event
     got = dict(q(run_dir, "SELECT req_id, sum(tokens) FROM EV WHERE kind IN ('FIRST_TOKEN','CHUNK') GROUP BY 1"))
