@@ -71,7 +71,7 @@ def _none_finished(run_dir: Path, st: ReplayStats) -> str:
         .execute(
             "SELECT count(*) AS n, min(detail) FROM read_parquet(?) WHERE kind IN ('ERROR', 'REJECT', 'CANCEL') "
             "GROUP BY split_part(detail, ':', 1) ORDER BY n DESC, min(detail) LIMIT 1",
-            [str(run_dir / "events" / "*.parquet")],
+            [sorted(str(f) for f in (run_dir / "events").glob("*.parquet"))],
         )
         .fetchone()
     )
