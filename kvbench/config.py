@@ -91,7 +91,9 @@ class Source:
         return ConfigError(f"{self.at(path)}: {message}")
 
     def bad(self, path: KeyPath, what: str, value: Any) -> ConfigError:
-        return self.error(path, f"{dotted(path)} must be {what}, got {value!r}")
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
+        return self.error(path, f"{dotted(path)} must be {what}, got {shown}")
 
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\[\]#]+?)\s*\]\]?\s*(?:#.*)?$")
@@ -204,6 +206,11 @@ def _unwrap_optional(tp: Any) -> Any:
     return args[0] if get_origin(tp) in (Union, types.UnionType) and len(args) == 1 else tp
 
 
+def _finite(v: int | float) -> bool:
+    """A finite float, or an int that fits int64 (larger ones overflow the columns and float conversions)."""
+    return -(2**63) < v < 2**63 if isinstance(v, int) else math.isfinite(v)
+
+
 def _fits(tp: Any, v: Any) -> bool:
     origin, args = get_origin(tp), get_args(tp)
     if origin is Annotated:
@@ -217,7 +224,7 @@ def _fits(tp: Any, v: Any) -> bool:
     if tp is bool or tp is str:
         return isinstance(v, tp)
     if tp is int or tp is float:
-        return isinstance(v, (int, float) if tp is float else int) and not isinstance(v, bool) and math.isfinite(v)
+        return isinstance(v, (int, float) if tp is float else int) and not isinstance(v, bool) and _finite(v)
     if origin is tuple:
         if not isinstance(v, list):
             return False

@@ -40,6 +40,11 @@ CASES = {
         {"w.toml": SPEC + "[slo]\nttft_ms = nan\n"},
         "slo.ttft_ms",
     ),
+    "a 400-digit integer in a spec": (
+        ["replay", "--workload", "w.toml"],
+        {"w.toml": SPEC + '[arrivals]\nprocess = "poisson"\nrate = ' + "1" * 400 + "\n"},
+        "arrivals.rate must be",
+    ),
     "slo overflow": (["summary", "RUN", "--slo", "ttft=1e308"], {}, "ttft: expected milliseconds > 0 and <= 1e+09"),
     "deeply nested baseline": (["compare", "b.json", "RUN"], {"b.json": "[" * 50_000}, "b.json: not valid JSON"),
     "baseline with non-numbers": (
