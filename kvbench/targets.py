@@ -79,7 +79,7 @@ def resolve(arg: str, overrides: list[str] | tuple[str, ...] = ()) -> TargetSpec
         path = find_adapter(arg)
     data, _ = load_toml(path)
     kind = data.get("kind")
-    if kind not in TARGETS:
+    if not isinstance(kind, str) or kind not in TARGETS:
         raise ConfigError(f"{path}: key 'kind' must be one of {', '.join(TARGETS)}, got {kind!r}")
     if arg.startswith("sim") and kind != "sim":
         raise ConfigError(f"{path}: {arg!r} names a {kind!r} profile, not a sim preset")

@@ -45,6 +45,11 @@ CASES = {
         {"w.toml": SPEC + '[arrivals]\nprocess = "poisson"\nrate = ' + "1" * 400 + "\n"},
         "arrivals.rate must be",
     ),
+    "a profile whose kind is a list": (
+        ["replay", "--trace", SAMPLE, "--target", "p.toml"],
+        {"p.toml": "kind = []\n"},
+        "p.toml: key 'kind' must be one of sim, openai, fixed, got []",
+    ),
     "slo overflow": (["summary", "RUN", "--slo", "ttft=1e308"], {}, "ttft: expected milliseconds > 0 and <= 1e+09"),
     "deeply nested baseline": (["compare", "b.json", "RUN"], {"b.json": "[" * 50_000}, "b.json: not valid JSON"),
     "baseline with non-numbers": (
