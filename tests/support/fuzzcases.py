@@ -265,9 +265,63 @@ def paths(rng: random.Random) -> Case:
     return Case("paths", _replay(name))
 
 
+PROFILE_BASE = """kind = "sim"
+model = "Llama-3.1-8B"
+gpus_per_node = 8
+[engine]
+token_budget = 8192
+max_running = 256
+block_tokens = 16
+[pools.prefill]
+role = "prefill"
+instances = 2
+gpu = "H100"
+[pools.decode]
+role = "decode"
+instances = 2
+gpu = "H100"
+[router]
+name = "least_loaded"
+[transfer]
+link = "roce-mooncake"
+granularity = "layer"
+[tiers.dram]
+capacity_tokens = "3M"
+link = "pcie5"
+"""
+
+
+def profile(rng: random.Random) -> Case:
+    """A simulator preset with one value replaced (or a stray key or table added)."""
+    lines = PROFILE_BASE.splitlines()
+    idx = [i for i, ln in enumerate(lines) if " = " in ln]
+    i = rng.choice(idx)
+    key = lines[i].split(" = ")[0]
+    value = rng.choice((*TOML_VALUES, "10000000", '"nope"', "-5"))
+    lines[i] = f"{key} = {value}"
+    if rng.random() < 0.2:
+        lines.insert(rng.randrange(len(lines)), rng.choice(("bogus = 1", "[pools.x]", "[bogus]", "kind = []")))
+    argv = ("replay", "--trace", str(SAMPLE), "--target", "p.toml", "-q", "--out", "run", "-n", "20")
+    return Case("profile", argv, (("p.toml", "\n".join(lines).encode()),))
+
+
 FAMILIES: dict[str, Callable[[random.Random], Case]] = {
     f.__name__: f
-    for f in (mooncake, azure, sharegpt, length_csv, spec, options, overrides, slo, baseline, rules, kv_transfer, paths)
+    for f in (
+        mooncake,
+        azure,
+        sharegpt,
+        length_csv,
+        spec,
+        profile,
+        options,
+        overrides,
+        slo,
+        baseline,
+        rules,
+        kv_transfer,
+        paths,
+    )
 }
 
 
