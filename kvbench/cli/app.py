@@ -104,9 +104,9 @@ def replay(
 
 def _register_subcommands() -> None:
     # Each module only declares typer signatures and imports its machinery lazily inside the command bodies.
-    from kvbench.cli import metrics, report, serve, sim, trace
+    from kvbench.cli import metrics, profile, report, serve, sim, trace
 
-    for module in (trace, sim, metrics, report, serve):
+    for module in (trace, sim, metrics, report, serve, profile):
         module.register(app)
 
 
