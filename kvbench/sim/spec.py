@@ -35,7 +35,6 @@ class ModelSpec:
     n_experts: int = 0  # routed experts per MoE layer (0: dense, or MoE read as min(params, active x tokens))
     experts_per_token: int = 0  # routed experts each token selects (top-k)
     expert_params: int = 0  # parameters of all routed experts of all layers (part of params)
-    source: str = ""  # where the figures come from
 
     @property
     def is_mla(self) -> bool:
@@ -120,7 +119,6 @@ _MODEL_RULES = {
     "n_experts": (_INT, 0),
     "experts_per_token": (_INT, 0),
     "expert_params": (_INT, 0),
-    "source": (_STR, 0),
 }
 _GPU_RULES = {
     "flops_per_s": (_FLOAT, 1),
