@@ -32,10 +32,21 @@ class ModelSpec:
     bytes_per_kv: int = 2  # bytes per KV element
     mla_latent: int = 0  # MLA compressed-KV width per layer (0 = not MLA)
     mla_rope: int = 0  # MLA decoupled RoPE key width per layer
+    n_experts: int = 0  # routed experts per MoE layer (0: dense, or MoE read as min(params, active x tokens))
+    experts_per_token: int = 0  # routed experts each token selects (top-k)
+    expert_params: int = 0  # parameters of all routed experts of all layers (part of params)
 
     @property
     def is_mla(self) -> bool:
         return self.mla_latent > 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.active_params < self.params
+
+    def expert_active_params(self) -> int:
+        """Routed-expert parameters one token touches (0 without expert fields)."""
+        return self.expert_params * self.experts_per_token // self.n_experts if self.n_experts else 0
 
     def kv_bytes_per_token(self) -> int:
         # GQA/MHA: K and V, each kv_heads x head_dim per layer; MLA: one latent + rope key per layer.
@@ -62,10 +73,16 @@ class GpuSpec:
     flops_per_s: float  # dense bf16 peak
     hbm_bytes: int
     hbm_bytes_per_s: float
-    mfu: float = 0.5  # compute efficiency (model FLOPs utilisation)
-    mbu: float = 0.75  # memory-bandwidth efficiency
+    mfu: float = 0.5  # compute efficiency of the weight GEMMs (model FLOPs utilisation)
+    mbu: float = 0.75  # memory-bandwidth efficiency (weights and KV)
     step_overhead_ns: int = 0  # fixed cost per engine step (scheduler, sampling, launch)
     layer_overhead_ns: int = 0  # fixed cost per layer per step (kernel launches, norms)
+    attn_mfu: float = 0.0  # compute efficiency of attention (FlashAttention); 0: the same as mfu
+    moe_mfu: float = 0.0  # compute efficiency of routed-expert GEMMs incl. token dispatch; 0: the same as mfu
+    gemm_serial: float = 0.0  # share of the shorter of GEMM compute / weight read not hidden under the longer
+    mla_layer_ns: int = 0  # fixed cost per MLA attention layer per step (its many small kernels)
+    moe_layer_ns: int = 0  # fixed cost per MoE layer per step (routing, dispatch, grouped-GEMM launches)
+    source: str = ""  # where the figures come from
 
 
 @dataclass(frozen=True)
@@ -99,6 +116,9 @@ _MODEL_RULES = {
     "bytes_per_kv": (_INT, 1),
     "mla_latent": (_INT, 0),
     "mla_rope": (_INT, 0),
+    "n_experts": (_INT, 0),
+    "experts_per_token": (_INT, 0),
+    "expert_params": (_INT, 0),
 }
 _GPU_RULES = {
     "flops_per_s": (_FLOAT, 1),
@@ -108,6 +128,12 @@ _GPU_RULES = {
     "mbu": (_FLOAT, 1e-6),
     "step_overhead_ns": (_INT, 0),
     "layer_overhead_ns": (_INT, 0),
+    "attn_mfu": (_FLOAT, 0),
+    "moe_mfu": (_FLOAT, 0),
+    "gemm_serial": (_FLOAT, 0),
+    "mla_layer_ns": (_INT, 0),
+    "moe_layer_ns": (_INT, 0),
+    "source": (_STR, 0),
 }
 _LINK_RULES = {
     "alpha_ns": (_INT, 0),
@@ -158,14 +184,26 @@ def model_from(d: Mapping[str, Any], where: str, name: str = "custom") -> ModelS
         raise ConfigError(f"{where}: key 'n_kv_heads' = {m.n_kv_heads} must divide n_heads = {m.n_heads}")
     if (m.mla_latent == 0) != (m.mla_rope == 0):
         raise ConfigError(f"{where}: keys 'mla_latent' and 'mla_rope' must both be 0 (GQA) or both > 0 (MLA)")
+    experts = (m.n_experts, m.experts_per_token, m.expert_params)
+    if any(experts) and not (all(experts) and m.experts_per_token <= m.n_experts and m.expert_params < m.params):
+        raise ConfigError(
+            f"{where}: keys 'n_experts', 'experts_per_token', 'expert_params' must all be 0 or all > 0, "
+            "with experts_per_token <= n_experts and expert_params < params"
+        )
     return m
 
 
 def gpu_from(d: Mapping[str, Any], where: str, name: str = "custom") -> GpuSpec:
     g: GpuSpec = _build(GpuSpec, _GPU_RULES, d, where, name)
-    for key in ("mfu", "mbu"):
+    for key, bounds in (
+        ("mfu", "(0, 1]"),
+        ("mbu", "(0, 1]"),
+        ("attn_mfu", "[0, 1]"),
+        ("moe_mfu", "[0, 1]"),
+        ("gemm_serial", "[0, 1]"),
+    ):
         if getattr(g, key) > 1:
-            raise ConfigError(f"{where}: key {key!r} = {getattr(g, key)} must be in (0, 1]")
+            raise ConfigError(f"{where}: key {key!r} = {getattr(g, key)} must be in {bounds}")
     return g
 
 

@@ -62,9 +62,10 @@ def test_cache_aware_routing_beats_random_on_conversation_ttft(conversation_trac
 
 def test_pd_beats_colocation_at_a_tight_tpot_slo(conversation_trace):
     # Same 4 GPUs: colocated x4 vs 2P2D. In colocated engines the 8k-token prefill chunks of these ~12k-token
-    # prompts ride in the decode steps and stretch them to ~300 ms; PD decode steps never carry prefill.
+    # prompts ride in the decode steps and stretch them to ~200 ms; PD decode steps never carry prefill.
+    # (PD: p90 TPOT 15 ms; colocated: p50 13 ms, p90 36 ms.)
     reqs = window(conversation_trace, 2000, 600, 1.0)
-    slo = 40 * MS
+    slo = 20 * MS
     attain = {}
     for name, params in (("colocated", colocated(4)), ("pd", pd(2, 2))):
         events, _, _ = run_sim(params, reqs)

@@ -13,16 +13,17 @@ H100_8B = cost_model({"model": "Llama-3.1-8B", "gpu": "H100"}, "test")
 
 
 def test_one_request_on_an_idle_colocated_instance():
-    # Prefill of 1,000 tokens, Llama-3.1-8B on one H100 (mfu 0.5, mbu 0.75, 300 us/step + 32 x 5 us/layer):
-    #   GEMMs 2 x 8.03e9 x 1000 = 1.606e13 FLOP; attention 500,500 pairs x 524,288 FLOP = 2.62e11 FLOP
-    #   (1.606e13 + 2.62e11) / (989e12 x 0.5) = 33.01 ms, + 0.30 + 0.16 ms overhead = 33.47 ms = TTFT.
-    # Each decode step (batch 1, ~1,000 KV tokens): weights 16.06 GB / (3.35e12 x 0.75) = 6.39 ms + KV 0.05 ms
-    #   + 0.46 ms overhead = 6.90 ms; 9 more tokens -> 62.1 ms. E2E = 33.47 + 62.14 = 95.6 ms.
+    # Prefill of 1,000 tokens, Llama-3.1-8B on one H100 (mfu 0.79, attn_mfu 0.53, mbu 0.90, gemm_serial 0.42,
+    #   32 x 42 us/layer): GEMMs 2 x 8.03e9 x 1000 = 1.606e13 FLOP / (989e12 x 0.79) = 20.555 ms, weights
+    #   16.06 GB / (3.35e12 x 0.9) = 5.327 ms -> 20.555 + 0.42 x 5.327 = 22.792 ms; attention 500,500 pairs x
+    #   524,288 FLOP = 2.62e11 FLOP / (989e12 x 0.53) = 0.501 ms; + 1.344 ms per-layer costs = 24.64 ms = TTFT.
+    # Each decode step (batch 1, ~1,000 KV tokens): weights 5.327 ms + 0.42 x 0.021 ms compute + KV 0.044 ms
+    #   + 1.344 ms = 6.72 ms; 9 more tokens -> 60.5 ms. E2E = 24.64 + 60.51 = 85.1 ms.
     events, steps, _ = run_sim(colocated(), [Request(0, 0, 1000, 10)])
     ev = by_kind(events, 0)
     prefill = H100_8B.prefill_ns(1000)
     decode = H100_8B.decode_run_ns(1, 1000, 9)
-    assert abs(prefill - 33_470_000) < 50_000 and abs(decode - 62_140_000) < 100_000
+    assert abs(prefill - 24_637_000) < 50_000 and abs(decode - 60_507_000) < 100_000
     assert ev["FIRST_TOKEN"].t_ns == prefill
     assert ev["LAST_TOKEN"].t_ns == ev["FINISH"].t_ns == prefill + decode
     assert [e.kind for e in events] == [
@@ -44,7 +45,7 @@ def test_one_request_on_an_idle_colocated_instance():
 def test_frontend_latency_adds_to_ttft():
     events, _, _ = run_sim(colocated(frontend_ms=2.0), [Request(0, 5_000, 1000, 2)])
     ev = by_kind(events, 0)
-    # ARRIVE at the intended time; prefill starts 2 ms later: TTFT = 2 ms + 33.47 ms
+    # ARRIVE at the intended time; prefill starts 2 ms later: TTFT = 2 ms + 24.64 ms
     assert ev["ARRIVE"].t_ns == 5_000 and ev["PREFILL_START"].t_ns == 2_005_000
     assert ev["FIRST_TOKEN"].t_ns == 2_005_000 + H100_8B.prefill_ns(1000)
 
@@ -59,9 +60,9 @@ def test_zero_and_one_output_tokens():
 
 def test_pd_single_request_pays_only_the_exposed_transfer():
     # 1P1D on one node: KV of 1,000 tokens = 1000 x 128 KiB = 131,072,000 B over NVLink (alpha 5.5 us,
-    # 341 GB/s), one message per layer (32). Streamed layer by layer during the 33.47 ms prefill, each layer's
+    # 341 GB/s), one message per layer (32). Streamed layer by layer during the 24.64 ms prefill, each layer's
     # share x = 5.5 us + 4,096,000 B / 341 GB/s = 17.5 us; the link keeps up, so only the last layer's 17.5 us
-    # is exposed: FIRST_TOKEN = 33.467 + 0.0175 ms. Then 9 decode steps on the decode instance.
+    # is exposed: FIRST_TOKEN = 24.637 + 0.0175 ms. Then 9 decode steps on the decode instance.
     events, _, _ = run_sim(pd(), [Request(0, 0, 1000, 10)])
     ev = by_kind(events, 0)
     prefill = H100_8B.prefill_ns(1000)

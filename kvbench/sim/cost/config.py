@@ -1,4 +1,8 @@
-"""A pool table's cost keys -> its StepCost: the roofline, or a measured profile over the roofline's memory model."""
+"""A pool table's cost keys -> its StepCost: the roofline, or a measured profile over the roofline's memory model.
+
+`profile = "FILE.csv"` loads a measured profile; `cost = "aic:BACKEND"` (trtllm, vllm, sglang; `aic` alone is
+vLLM) builds the pool's profile from AIConfigurator on first use (cached, kvbench/sim/cost/aic.py);
+`cost = "roofline"` is the default."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 
 from kvbench.config import ConfigError
 from kvbench.sim.cost import StepCost
+from kvbench.sim.cost.aic import BACKENDS, cached_profile
 from kvbench.sim.cost.profile import ProfileCost
 from kvbench.sim.cost.roofline import CostModel
 from kvbench.sim.spec import ModelSpec, gpu_from, link_from, model_from
@@ -27,6 +32,7 @@ COST_KEYS = (
     "dp_attention",
     "allreduce_link",
     "profile",
+    "cost",
 )
 _GPU_OVERRIDES = ("mfu", "mbu", "step_overhead_ns", "layer_overhead_ns")
 
@@ -80,5 +86,21 @@ def cost_model(cfg: dict[str, Any], where: str) -> StepCost:
     except ConfigError as e:
         raise ConfigError(f"{where}: keys 'model'/'gpu'/'tp': {e}") from None
     if "profile" in cfg:
+        if "cost" in cfg:
+            raise ConfigError(f"{where}: keys 'profile' and 'cost' exclude each other (a profile CSV is its cost)")
         return ProfileCost.load(cfg["profile"], cm, f"{where} key 'profile'")
+    backend = _aic_backend(cfg.get("cost", "roofline"), where)
+    if backend:
+        return ProfileCost.load(cached_profile(m, g, tp, backend), cm, f"{where} key 'cost'")
     return cm
+
+
+def _aic_backend(cost: Any, where: str) -> str:
+    """'' for the roofline, else the AIConfigurator backend named by `cost`."""
+    if cost == "roofline":
+        return ""
+    kind, _, backend = cost.partition(":") if isinstance(cost, str) else ("", "", "")
+    if kind == "aic" and (backend or "vllm") in BACKENDS:
+        return backend or "vllm"
+    choices = ", ".join(["roofline", "aic"] + [f"aic:{b}" for b in BACKENDS])
+    raise ConfigError(f"{where}: key 'cost' = {cost!r}: expected one of {choices}")

@@ -1,30 +1,41 @@
 """Roofline step-time model of one engine instance (a model on tp GPUs of one type): prefill, decode, capacity.
 
-One step processing `tokens` new tokens costs, per GPU (all work is split evenly over the tp GPUs):
+A step runs its weight GEMMs and its attention as separate kernels, each bound by compute or by memory; all work
+is split evenly over the tp GPUs. One step processing `tokens` new tokens costs, per GPU:
 
-    compute_ns = (2 * active_params * tokens + attn_flops_per_pair * pairs) / (flops_per_s * mfu * tp)
-    memory_ns  = (min(params, active_params * tokens) * bytes_per_param / tp
-                  + kv_tokens_touched * kv_bytes_per_token / kv_div) / (hbm_bytes_per_s * mbu)
-    step_ns    = max(compute_ns, memory_ns) + step_overhead + n_layers * layer_overhead + allreduce_ns(tokens)
+    gemm_ns = max(gc, gm) + gemm_serial * min(gc, gm)
+        gc  = 2 * tokens * (dense_active / mfu + expert_active / moe_mfu) / (flops_per_s * tp)
+        gm  = weights_read(tokens) * bytes_per_param / tp / (hbm_bytes_per_s * mbu)
+    attn_ns = max(attn_flops_per_pair * pairs / (flops_per_s * attn_mfu * tp),
+                  kv_tokens_touched * kv_bytes_per_token / kv_div / (hbm_bytes_per_s * mbu))
+    step_ns = gemm_ns + attn_ns + allreduce_ns(tokens)
+              + step_overhead + n_layers * (layer_overhead + mla_layer [MLA] + moe_layer [MoE])
 
+* expert_active = the routed-expert parameters a token touches (expert_params * experts_per_token / n_experts),
+  dense_active = active_params - expert_active; moe_mfu covers the grouped expert GEMMs and the token dispatch.
+* gemm_serial: a GEMM near its ridge point is neither purely compute- nor memory-bound (small GEMMs reach less
+  than the peak of either); that share of the shorter time adds to the longer. 0 is the plain roofline.
 * pairs = (query, key) pairs of attention. A prefill chunk of n tokens after c cached tokens is causal within the
   chunk: pairs = n*c + n*(n+1)/2. A decode step of b requests holding K tokens in total: pairs = K + b.
 * kv_tokens_touched = KV read plus KV written: prefill c + n, decode K + b.
-* MoE: weights read per step = min(total, active x tokens) — each token touches `active` parameters and at most
-  every expert is read once; dense models have active == total, so they read all weights once per step.
+* weights_read: a dense model reads every weight once per step. An MoE model with n_experts > 0 reads its
+  non-expert weights plus the expected share of distinct routed experts the step's tokens select,
+  1 - (1 - experts_per_token / n_experts) ** tokens (uniform routing); without expert fields it reads
+  min(params, active_params * tokens) (each token touches `active` parameters, every weight at most once).
 * kv_div = how many GPUs split one token's KV: min(tp, n_kv_heads) under TP (heads beyond tp are replicated; MLA
   has a single latent, n_kv_heads = 1, so every TP rank holds and reads the whole latent), tp with DP attention
   (each rank holds the KV of its own requests once: `dp_attention = true`).
 * allreduce_ns(tokens) = 2 * n_layers * (alpha + 2*(tp-1)/tp * tokens * hidden * 2 bytes / beta_eff) for tp > 1:
   two all-reduces per layer (after attention and after the MLP) of the step's activations, ring algorithm
-  (reduce-scatter + all-gather move 2*(tp-1)/tp of the buffer per GPU), one alpha per all-reduce because NCCL's
-  low-latency protocol pipelines the ring hops of small messages. The link defaults to the GPU's NVLink.
+  (reduce-scatter + all-gather move 2*(tp-1)/tp of the buffer per GPU), one alpha per all-reduce. The link
+  defaults to the measured all-reduce of the GPU's generation (catalog links allreduce-*).
 
 Capacity: kv_capacity_tokens = (mem_fraction * hbm_bytes * tp - weight_bytes) / (kv_bytes_per_token * tp / kv_div);
 the activation reserve is (1 - mem_fraction) of every GPU's HBM (0.1 by default, vLLM's gpu_memory_utilization=0.9).
 
 Times are computed in integer fixed point (S units per ns) so that a run of n decode steps sums exactly, in
-closed form (floor sums), to the sum of the single steps: the engine advances whole runs in one event.
+closed form (floor sums), to the sum of the single steps: within a run the batch is fixed, so the GEMM term is a
+constant and only the attention term grows with the KV; the engine advances whole runs in one event.
 """
 
 from __future__ import annotations
@@ -45,8 +56,13 @@ def _derived() -> Any:
 
 
 def default_allreduce_link(g: GpuSpec) -> LinkSpec:
-    """NVLink of the GPU's generation (A100/A800 -> nvlink-a100, later parts -> nvlink-h100, a conservative floor)."""
-    return spec_link("nvlink-a100" if g.name.startswith(("A100", "A800")) else "nvlink-h100")
+    """Measured all-reduce of the GPU's generation: Ampere (A100/A800), Blackwell (B*), else Hopper."""
+    if g.name.startswith(("A100", "A800")):
+        return spec_link("allreduce-a100")
+    return spec_link("allreduce-b200" if g.name.startswith("B") else "allreduce-h100")
+
+
+_Q = 16  # fixed-point bits of gemm_serial
 
 
 @dataclass(frozen=True)
@@ -56,14 +72,18 @@ class CostModel:
     model: ModelSpec
     gpu: GpuSpec
     tp: int = 1
-    allreduce_link: LinkSpec | None = None  # None: NVLink of the GPU's generation when tp > 1
+    allreduce_link: LinkSpec | None = None  # None: the measured all-reduce of the GPU's generation when tp > 1
     mem_fraction: float = 0.9  # share of HBM for weights + KV; the rest is the activation reserve
     dp_attention: bool = False  # attention data-parallel over the tp ranks: KV held once per rank, not split
     # Derived coefficients, in fixed-point units (S per ns) unless named *_ns; set by __post_init__.
-    _compute_per_token: int = _derived()  # 2 x active params FLOPs per new token
+    _compute_per_token: int = _derived()  # 2 x active params FLOPs per new token (experts at moe_mfu)
     _compute_per_pair: int = _derived()  # attention FLOPs per (query, key) pair
-    _weights_per_token: int = _derived()  # weight bytes one token touches (MoE: its active experts)
+    _weights_per_token: int = _derived()  # weight bytes one token touches (MoE without expert fields)
     _weights_all: int = _derived()  # every weight byte: a step reads each at most once
+    _weights_dense: int = _derived()  # MoE with expert fields: the non-expert weights, read every step
+    _weights_experts: int = _derived()  # ... and all routed experts' weights
+    _expert_miss: float = _derived()  # 1 - experts_per_token / n_experts (0: no expert fields)
+    _serial_q: int = _derived()  # gemm_serial in _Q-bit fixed point
     _kv_per_token: int = _derived()  # HBM bytes of one KV token read or written, on one GPU
     _allreduce_per_token: int = _derived()  # the step's all-reduces, per token in the step
     _kv_split: int = _derived()  # GPUs that split one token's KV (kv_div in the module docstring)
@@ -74,7 +94,10 @@ class CostModel:
         if tp < 1 or m.n_heads % tp:
             raise ConfigError(f"CostModel: tp = {tp} must divide n_heads = {m.n_heads} of {m.name}")
         ar = self.allreduce_link or default_allreduce_link(g)
-        flop_units = ns_at_rate(S, g.flops_per_s * g.mfu * tp)  # fixed-point units per FLOP on one GPU
+        flop_units = ns_at_rate(S, g.flops_per_s * g.mfu * tp)  # fixed-point units per GEMM FLOP on one GPU
+        attn_units = ns_at_rate(S, g.flops_per_s * (g.attn_mfu or g.mfu) * tp)  # ... per attention FLOP
+        moe_units = ns_at_rate(S, g.flops_per_s * (g.moe_mfu or g.mfu) * tp)  # ... per routed-expert FLOP
+        expert_active = m.expert_active_params()
         byte_units = ns_at_rate(S, g.hbm_bytes_per_s * g.mbu)  # fixed-point units per HBM byte on one GPU
         kv_split = tp if self.dp_attention else min(tp, m.n_kv_heads)
         ar_ns = 0 if tp == 1 else 2 * m.n_layers * ar.alpha_ns
@@ -82,27 +105,44 @@ class CostModel:
             0.0 if tp == 1 else ns_at_rate(2 * m.n_layers * 2 * (tp - 1) / tp * m.hidden * 2, ar.effective_bytes_per_s)
         )
         weight_units = byte_units * m.bytes_per_param / tp
+        per_layer = g.layer_overhead_ns + g.mla_layer_ns * m.is_mla + g.moe_layer_ns * m.is_moe
         derived = {
-            "_compute_per_token": round(flop_units * 2 * m.active_params),
-            "_compute_per_pair": round(flop_units * m.attn_flops_per_pair()),
+            "_compute_per_token": round(
+                2 * (flop_units * (m.active_params - expert_active) + moe_units * expert_active)
+            ),
+            "_compute_per_pair": round(attn_units * m.attn_flops_per_pair()),
             "_weights_per_token": round(weight_units * m.active_params),
             "_weights_all": round(weight_units * m.params),
+            "_weights_dense": round(weight_units * (m.params - m.expert_params)),
+            "_weights_experts": round(weight_units * m.expert_params),
+            "_expert_miss": 1.0 - m.experts_per_token / m.n_experts if m.n_experts else 0.0,
+            "_serial_q": round(g.gemm_serial * (1 << _Q)),
             "_kv_per_token": round(byte_units * m.kv_bytes_per_token() / kv_split),
             "_allreduce_per_token": round(ar_tok * S),
             "_kv_split": kv_split,
-            "_fixed_ns": g.step_overhead_ns + m.n_layers * g.layer_overhead_ns + ar_ns,
+            "_fixed_ns": g.step_overhead_ns + m.n_layers * per_layer + ar_ns,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)  # frozen: derived once, here
 
     # --- single steps (written out, not shared, because the engine calls them in its hot loop) ---------------
+    def _gemm(self, tokens: int) -> int:
+        """The weight GEMMs and all-reduces of a step of `tokens` new tokens, in fixed point."""
+        c = self._compute_per_token * tokens
+        if self._expert_miss:
+            w = self._weights_dense + round(self._weights_experts * (1.0 - self._expert_miss**tokens))
+        else:
+            w = self._weights_per_token * tokens
+            if w > self._weights_all:
+                w = self._weights_all
+        if c < w:
+            c, w = w, c
+        return c + (w * self._serial_q >> _Q) + self._allreduce_per_token * tokens
+
     def _step(self, tokens: int, pairs: int, kv: int) -> int:
-        c = self._compute_per_token * tokens + self._compute_per_pair * pairs
-        w = self._weights_per_token * tokens
-        if w > self._weights_all:
-            w = self._weights_all
-        mem = w + self._kv_per_token * kv
-        return ((c if c > mem else mem) + self._allreduce_per_token * tokens >> SHIFT) + self._fixed_ns
+        a = self._compute_per_pair * pairs
+        m = self._kv_per_token * kv
+        return (self._gemm(tokens) + (a if a > m else m) >> SHIFT) + self._fixed_ns
 
     def prefill_ns(self, new_tokens: int, context_tokens: int = 0) -> int:
         """Compute `new_tokens` after `context_tokens` already in KV (a whole prompt or one chunk of it)."""
@@ -116,12 +156,7 @@ class CostModel:
         if batch <= 0:
             return 0
         k = kv_tokens + batch
-        c = self._compute_per_token * batch + self._compute_per_pair * k
-        w = self._weights_per_token * batch
-        if w > self._weights_all:
-            w = self._weights_all
-        mem = w + self._kv_per_token * k
-        return ((c if c > mem else mem) + self._allreduce_per_token * batch >> SHIFT) + self._fixed_ns
+        return self._step(batch, k, k)
 
     def step_ns(self, prefill_tokens: int, prefill_context: int, batch: int, kv_tokens: int) -> int:
         """A mixed step: a prefill chunk (after prefill_context cached tokens) plus `batch` decoding requests."""
@@ -142,29 +177,17 @@ class CostModel:
         q = k+1 a speculative verify step) while the KV grows by `growth` per step (default: batch)."""
         tokens = batch * q
         g = batch if growth is None else growth
-        w = self._weights_per_token * tokens
-        if w > self._weights_all:
-            w = self._weights_all
-        ar = self._allreduce_per_token * tokens
-        ac = self._compute_per_token * tokens + self._compute_per_pair * (q * kv_tokens + tokens * (q + 1) // 2) + ar
-        am = w + self._kv_per_token * (kv_tokens + tokens) + ar
+        gemm = self._gemm(tokens)
+        ac = gemm + self._compute_per_pair * (q * kv_tokens + tokens * (q + 1) // 2)
+        am = gemm + self._kv_per_token * (kv_tokens + tokens)
         sc, sm = self._compute_per_pair * q * g, self._kv_per_token * g
         return (ac, sc, am, sm, self._fixed_ns) if sc <= sm else (am, sm, ac, sc, self._fixed_ns)
 
     def decode_run_ns(self, batch: int, kv_tokens: int, n_steps: int) -> int:
-        """n consecutive decode steps, KV growing by `batch` per step; == sum of decode_step_ns, in O(log).
-
-        decode_lines(batch, kv_tokens) with q = 1 written out (the engine's hot path: one call per decode run)."""
+        """n consecutive decode steps, KV growing by `batch` per step; == sum of decode_step_ns, in O(log)."""
         if batch <= 0 or n_steps <= 0:
             return 0
-        w = self._weights_per_token * batch
-        if w > self._weights_all:
-            w = self._weights_all
-        ar = self._allreduce_per_token * batch
-        ac = self._compute_per_token * batch + self._compute_per_pair * (kv_tokens + batch) + ar
-        am = w + self._kv_per_token * (kv_tokens + batch) + ar
-        sc, sm = self._compute_per_pair * batch, self._kv_per_token * batch
-        return run_sum(n_steps, (ac, sc, am, sm, self._fixed_ns) if sc <= sm else (am, sm, ac, sc, self._fixed_ns))
+        return run_sum(n_steps, self.decode_lines(batch, kv_tokens))
 
     def decode_steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int:
         """Largest n with decode_run_ns(batch, kv_tokens, n) <= budget_ns (0 when batch is empty)."""
