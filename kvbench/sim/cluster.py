@@ -134,7 +134,7 @@ class _EngineFile:
 @dataclass(frozen=True)
 class _PoolFile:
     role: Role
-    gpu: Any  # the cost-model keys (gpu ... profile) are checked by the cost model (kvbench/sim/cost.py)
+    gpu: Any  # the cost-model keys (gpu ... cost) are checked by the cost model (kvbench/sim/cost/config.py)
     instances: Annotated[int, Range(1)] = 1
     tp: Annotated[int, Range(1)] | None = None  # <= gpus_per_node; None: 1
     token_budget: Annotated[int, Range(1)] | None = None  # engine keys: None takes the [engine] table's value
@@ -150,6 +150,7 @@ class _PoolFile:
     dp_attention: Any = None
     allreduce_link: Any = None
     profile: Any = None
+    cost: Any = None  # "aic:BACKEND": step times from AIConfigurator (kvbench/sim/cost/aic.py)
 
 
 @dataclass(frozen=True)

@@ -155,3 +155,12 @@ def test_profile_granularity_names_are_the_transfer_models():
     from kvbench.sim.transfer import GRANULARITIES
 
     assert get_args(GranularityName) == GRANULARITIES
+
+
+def test_a_pool_table_accepts_every_cost_model_key():
+    from dataclasses import fields
+
+    from kvbench.sim.cluster import _PoolFile
+    from kvbench.sim.cost.config import COST_KEYS
+
+    assert set(COST_KEYS) <= {f.name for f in fields(_PoolFile)}
