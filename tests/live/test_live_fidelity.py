@@ -54,7 +54,9 @@ def test_calibrated_sim_predicts_the_server(llama_url, tmp_path):
     wl = workload_b()
     real, stats = execute(wl, spec, RunOptions(0, None, tmp_path / "real"))
     assert stats.finished == 60
-    sim, _ = execute(wl, resolve(sim_preset(tmp_path / "sim.toml", tmp_path / "profile.csv")), RunOptions(0, None, tmp_path / "sim"))
+    sim, _ = execute(
+        wl, resolve(sim_preset(tmp_path / "sim.toml", tmp_path / "profile.csv")), RunOptions(0, None, tmp_path / "sim")
+    )
     f = compare(sim, real)
     print({(r["key"], r["stat"]): round(r["rel_error"], 3) for r in f.rows if r["rel_error"] is not None})
     assert len(f.pairs) == 60
