@@ -49,25 +49,40 @@ Router = Callable[[RouterView, Job, "RouterState"], Choice]
 class RouterState:
     """Mutable per-run router memory: round-robin counters, the seeded RNG, SGLang's approximate trees."""
 
-    __slots__ = ("params", "rng", "rr", "rr_decode", "trees", "reason")
+    __slots__ = ("params", "rng", "rr", "rr_decode", "turn", "trees", "reason")
 
     def __init__(self, params: dict[str, Any], seed: int) -> None:
         self.params = params
         self.rng = random.Random(seed)
         self.rr = 0
         self.rr_decode = 0
+        self.turn: dict[str, int] = {}  # lane (a set of engines) -> where its next tie-breaking scan starts
         self.trees: dict[str, OrderedDict[int, None]] = {}  # engine name -> block hashes routed there (LRU)
         self.reason = ""  # why the last None (reject) was returned
 
 
-def _decode_by_load(cluster: RouterView) -> Engine | None:
+def pick(keys: list[Any], st: RouterState, lane: str) -> int:
+    """Index of the smallest of `keys`; equal keys take turns: the first smallest at or after the slot just past
+    this lane's last pick, wrapping (least-connections with round-robin among equals, as nginx's least_conn
+    does), so idle instances share light load instead of all of it landing on index 0."""
+    best, turn = min(keys), st.turn
+    i = keys.index(best)
+    start = turn.get(lane, 0)
+    if i < start:  # a smallest key before the turn: prefer one at or after it, if any
+        for j in range(start, len(keys)):
+            if keys[j] == best:
+                i = j
+                break
+    turn[lane] = i + 1
+    return i
+
+
+def _decode_by_load(cluster: RouterView, st: RouterState) -> Engine | None:
     """Decode instance with the fewest requests (running + waiting for room), then the least KV in use."""
-    best, key = None, None
-    for e in cluster.decode:
-        k = (len(e.running) + len(e.incoming), e.kv_used)
-        if key is None or k < key:
-            best, key = e, k
-    return best
+    decode = cluster.decode
+    if not decode:
+        return None
+    return decode[pick([(len(e.running) + len(e.incoming), e.kv_used) for e in decode], st, "decode")]
 
 
 def round_robin(cluster: RouterView, job: Job, st: RouterState) -> Choice:
@@ -86,12 +101,9 @@ def random_(cluster: RouterView, job: Job, st: RouterState) -> Choice:
 
 
 def least_loaded(cluster: RouterView, job: Job, st: RouterState) -> Choice:
-    first, key = cluster.first[0], None
-    for e in cluster.first:  # min by (load, queued prefill tokens, index), written out: it runs once per request
-        k = (len(e.waiting) + len(e.running) + len(e.incoming), e.queued_tokens, e.index)
-        if key is None or k < key:
-            first, key = e, k
-    return first, _decode_by_load(cluster)
+    first = cluster.first
+    keys = [(len(e.waiting) + len(e.running) + len(e.incoming), e.queued_tokens) for e in first]
+    return first[pick(keys, st, "first")], _decode_by_load(cluster, st)
 
 
 def _tree_match(tree: OrderedDict[int, None], hashes: Sequence[int]) -> int:
@@ -111,24 +123,20 @@ def cache_aware(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     lo, hi = min(loads), max(loads)
     trees = st.trees
     if hi - lo > p["balance_abs_threshold"] and hi > p["balance_rel_threshold"] * lo:
-        first = workers[loads.index(lo)]
+        first = workers[pick(loads, st, "first")]
     else:
-        best, best_n = workers[0], -1
-        for e in workers:
-            n = _tree_match(trees.setdefault(e.name, OrderedDict()), hashes)
-            if n > best_n:
-                best, best_n = e, n
-        if hashes and best_n / len(hashes) > p["cache_threshold"]:
-            first = best
+        matched = [_tree_match(trees.setdefault(e.name, OrderedDict()), hashes) for e in workers]
+        if hashes and max(matched) / len(hashes) > p["cache_threshold"]:
+            first = workers[pick([-n for n in matched], st, "first")]
         else:
-            first = min(workers, key=lambda e: (len(trees[e.name]), e.index))
+            first = workers[pick([len(trees[e.name]) for e in workers], st, "first")]
     tree = trees.setdefault(first.name, OrderedDict())
     for h in hashes:
         tree[h] = None
         tree.move_to_end(h)
     while len(tree) > p["max_tree_blocks"]:
         tree.popitem(last=False)
-    return first, _decode_by_load(cluster)
+    return first, _decode_by_load(cluster, st)
 
 
 def conductor(cluster: RouterView, job: Job, st: RouterState) -> Choice:
@@ -138,7 +146,7 @@ def conductor(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     hashes, pbt = req.hash_ids, cluster.prefix_block_tokens
     pool = cluster.pool
     remote = pool.match(hashes) if pool is not None else 0
-    best, best_t = cluster.first[0], math.inf  # every engine's t is finite: the loop sets both
+    times = []
     for e in cluster.first:
         cost = e.pricer.cost
         local = e.hbm.match(hashes) if e.hbm is not None else 0
@@ -150,10 +158,12 @@ def conductor(cluster: RouterView, job: Job, st: RouterState) -> Choice:
         else:
             prefix = local
         prefix_tokens = min(prefix * pbt, job.n_in - 1)
-        t = t_xfer + cost.prefill_ns(e.queued_tokens) + cost.prefill_ns(job.n_in - prefix_tokens, prefix_tokens)
-        if t < best_t:
-            best, best_t = e, t
-    dec = _decode_by_load(cluster)
+        times.append(
+            t_xfer + cost.prefill_ns(e.queued_tokens) + cost.prefill_ns(job.n_in - prefix_tokens, prefix_tokens)
+        )
+    i = pick(times, st, "first")
+    best, best_t = cluster.first[i], times[i]
+    dec = _decode_by_load(cluster, st)
     ttft_slo = ms_to_ns(p["ttft_slo_ms"])
     if ttft_slo and best_t > ttft_slo:
         st.reason = f"predicted TTFT {ns_to_ms(best_t):.0f} ms > SLO {p['ttft_slo_ms']:g} ms"
@@ -201,12 +211,12 @@ def kv_router(cluster: RouterView, job: Job, st: RouterState) -> Choice:
         costs.append(p["prefill_load_scale"] * max(active_prefill + prompt_blocks - overlap, 0) + active_decode)
     temp = p["temperature"]
     if temp <= 0:
-        i = min(range(len(costs)), key=lambda k: (costs[k], k))
+        i = pick(costs, st, "first")
     else:
         lo = min(costs)
         weights = [math.exp(-(c - lo) / (temp * max(prompt_blocks, 1))) for c in costs]
         i = st.rng.choices(range(len(costs)), weights)[0]
-    return cluster.first[i], _decode_by_load(cluster)
+    return cluster.first[i], _decode_by_load(cluster, st)
 
 
 def cpd(cluster: RouterView, job: Job, st: RouterState) -> Choice:
@@ -221,8 +231,8 @@ def cpd(cluster: RouterView, job: Job, st: RouterState) -> Choice:
         cached += 1
     warm = bool(hashes) and cached / len(hashes) >= st.params["warm_threshold"]
     pool = cluster.by_role["prefill" if warm else "pre_prefill"]
-    first = min(pool, key=lambda e: (e.queued_tokens, e.load(), e.index))
-    return first, _decode_by_load(cluster)
+    first = pool[pick([(e.queued_tokens, e.load()) for e in pool], st, "prefill" if warm else "pre_prefill")]
+    return first, _decode_by_load(cluster, st)
 
 
 ROUTERS: dict[str, Router] = {
