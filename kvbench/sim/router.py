@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from kvbench.sim.engine import Engine
 from kvbench.sim.job import Job
-from kvbench.sim.kvcache import Tier
+from kvbench.sim.kvcache import Tier, walk
 from kvbench.sim.transfer import transfer_ns
 from kvbench.units import ms_to_ns, ns_to_ms
 
@@ -30,6 +30,9 @@ class RouterView(Protocol):
 
     @property
     def pool(self) -> Tier | None: ...  # the cluster-wide KV pool tier
+
+    @property
+    def chains(self) -> Mapping[Engine, Sequence[Tier]]: ...  # per first engine: HBM, node DRAM/SSD, pool
 
     @property
     def kv_bytes(self) -> int: ...  # KV bytes of one token
@@ -139,28 +142,37 @@ def cache_aware(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     return first, _decode_by_load(cluster, st)
 
 
+def kv_ready_ns(cluster: RouterView, e: Engine, job: Job, balancing_blocks: int) -> int:
+    """T_transfer + T_prefill of `job` on `e`. The cached prefix is walked down every tier `e` loads from (its HBM,
+    its node's DRAM/SSD, the pool), each lower tier's blocks priced over that tier's link, in parallel, and loaded
+    only when that beats recomputing them: the choice the request's lifecycle then makes. The pool is remote
+    (Mooncake Store): it counts only when it extends the node-local prefix by more than `balancing_blocks`."""
+    cost, n_in, hashes = e.pricer.cost, job.n_in, job.req.hash_ids
+    if e.hbm is None or not hashes:
+        return cost.prefill_ns(n_in)
+    chain = cluster.chains[e]
+    counts, lead = walk(hashes, chain)
+    if chain[-1] is cluster.pool and counts[-1]:
+        # the node-local walk; with HBM the only local tier (Mooncake's layout) it is HBM's leading run
+        local, local_lead = ([lead], lead) if len(chain) == 2 else walk(hashes, chain[:-1])
+        if sum(counts) - sum(local) <= balancing_blocks:
+            chain, counts, lead = chain[:-1], local, local_lead
+    pbt = cluster.prefix_block_tokens
+    hbm_tok, all_tok = min(lead * pbt, n_in - 1), min(sum(counts) * pbt, n_in - 1)
+    recompute = cost.prefill_ns(n_in - hbm_tok, hbm_tok)
+    if all_tok <= hbm_tok:
+        return recompute
+    kvb = cluster.kv_bytes
+    t_xfer = max(transfer_ns(t.wire().link, c * pbt * kvb, c) for t, c in zip(chain[1:], counts[1:]) if c)
+    return recompute if t_xfer >= recompute else min(recompute, t_xfer + cost.prefill_ns(n_in - all_tok, all_tok))
+
+
 def conductor(cluster: RouterView, job: Job, st: RouterState) -> Choice:
-    """Mooncake: min T_transfer + T_queue + T_prefill over prefill instances; decode by load; reject when the
-    predicted TTFT or TBT breaks its SLO (optionally predicting decode load when the prefill will finish)."""
-    p, req = st.params, job.req
-    hashes, pbt = req.hash_ids, cluster.prefix_block_tokens
-    pool = cluster.pool
-    remote = pool.match(hashes) if pool is not None else 0
-    times = []
-    for e in cluster.first:
-        cost = e.pricer.cost
-        local = e.hbm.match(hashes) if e.hbm is not None else 0
-        t_xfer = 0
-        if pool is not None and remote - local > p["kvcache_balancing_threshold"]:
-            prefix = remote
-            nbytes = (remote - local) * pbt * cluster.kv_bytes
-            t_xfer = transfer_ns(pool.wire().link, nbytes, remote - local)
-        else:
-            prefix = local
-        prefix_tokens = min(prefix * pbt, job.n_in - 1)
-        times.append(
-            t_xfer + cost.prefill_ns(e.queued_tokens) + cost.prefill_ns(job.n_in - prefix_tokens, prefix_tokens)
-        )
+    """Mooncake: min T_queue + T_transfer + T_prefill over prefill instances (kv_ready_ns: every tier the instance
+    loads from); decode by load; reject when the predicted TTFT or TBT breaks its SLO (optionally predicting decode
+    load when the prefill will finish)."""
+    p, balancing = st.params, st.params["kvcache_balancing_threshold"]
+    times = [e.pricer.cost.prefill_ns(e.queued_tokens) + kv_ready_ns(cluster, e, job, balancing) for e in cluster.first]
     i = pick(times, st, "first")
     best, best_t = cluster.first[i], times[i]
     dec = _decode_by_load(cluster, st)
