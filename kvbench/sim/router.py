@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from kvbench.sim.engine import Engine
 from kvbench.sim.job import Job
-from kvbench.sim.kvcache import Tier
+from kvbench.sim.kvcache import Tier, walk
 from kvbench.sim.transfer import transfer_ns
 from kvbench.units import ms_to_ns, ns_to_ms
 
@@ -32,6 +32,9 @@ class RouterView(Protocol):
     def pool(self) -> Tier | None: ...  # the cluster-wide KV pool tier
 
     @property
+    def chains(self) -> Mapping[Engine, Sequence[Tier]]: ...  # per first engine: HBM, node DRAM/SSD, pool
+
+    @property
     def kv_bytes(self) -> int: ...  # KV bytes of one token
 
     @property
@@ -49,25 +52,40 @@ Router = Callable[[RouterView, Job, "RouterState"], Choice]
 class RouterState:
     """Mutable per-run router memory: round-robin counters, the seeded RNG, SGLang's approximate trees."""
 
-    __slots__ = ("params", "rng", "rr", "rr_decode", "trees", "reason")
+    __slots__ = ("params", "rng", "rr", "rr_decode", "turn", "trees", "reason")
 
     def __init__(self, params: dict[str, Any], seed: int) -> None:
         self.params = params
         self.rng = random.Random(seed)
         self.rr = 0
         self.rr_decode = 0
+        self.turn: dict[str, int] = {}  # lane (a set of engines) -> where its next tie-breaking scan starts
         self.trees: dict[str, OrderedDict[int, None]] = {}  # engine name -> block hashes routed there (LRU)
         self.reason = ""  # why the last None (reject) was returned
 
 
-def _decode_by_load(cluster: RouterView) -> Engine | None:
+def pick(keys: list[Any], st: RouterState, lane: str) -> int:
+    """Index of the smallest of `keys`; equal keys take turns: the first smallest at or after the slot just past
+    this lane's last pick, wrapping (least-connections with round-robin among equals, as nginx's least_conn
+    does), so idle instances share light load instead of all of it landing on index 0."""
+    best, turn = min(keys), st.turn
+    i = keys.index(best)
+    start = turn.get(lane, 0)
+    if i < start:  # a smallest key before the turn: prefer one at or after it, if any
+        for j in range(start, len(keys)):
+            if keys[j] == best:
+                i = j
+                break
+    turn[lane] = i + 1
+    return i
+
+
+def _decode_by_load(cluster: RouterView, st: RouterState) -> Engine | None:
     """Decode instance with the fewest requests (running + waiting for room), then the least KV in use."""
-    best, key = None, None
-    for e in cluster.decode:
-        k = (len(e.running) + len(e.incoming), e.kv_used)
-        if key is None or k < key:
-            best, key = e, k
-    return best
+    decode = cluster.decode
+    if not decode:
+        return None
+    return decode[pick([(len(e.running) + len(e.incoming), e.kv_used) for e in decode], st, "decode")]
 
 
 def round_robin(cluster: RouterView, job: Job, st: RouterState) -> Choice:
@@ -86,12 +104,9 @@ def random_(cluster: RouterView, job: Job, st: RouterState) -> Choice:
 
 
 def least_loaded(cluster: RouterView, job: Job, st: RouterState) -> Choice:
-    first, key = cluster.first[0], None
-    for e in cluster.first:  # min by (load, queued prefill tokens, index), written out: it runs once per request
-        k = (len(e.waiting) + len(e.running) + len(e.incoming), e.queued_tokens, e.index)
-        if key is None or k < key:
-            first, key = e, k
-    return first, _decode_by_load(cluster)
+    first = cluster.first
+    keys = [(len(e.waiting) + len(e.running) + len(e.incoming), e.queued_tokens) for e in first]
+    return first[pick(keys, st, "first")], _decode_by_load(cluster, st)
 
 
 def _tree_match(tree: OrderedDict[int, None], hashes: Sequence[int]) -> int:
@@ -111,49 +126,56 @@ def cache_aware(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     lo, hi = min(loads), max(loads)
     trees = st.trees
     if hi - lo > p["balance_abs_threshold"] and hi > p["balance_rel_threshold"] * lo:
-        first = workers[loads.index(lo)]
+        first = workers[pick(loads, st, "first")]
     else:
-        best, best_n = workers[0], -1
-        for e in workers:
-            n = _tree_match(trees.setdefault(e.name, OrderedDict()), hashes)
-            if n > best_n:
-                best, best_n = e, n
-        if hashes and best_n / len(hashes) > p["cache_threshold"]:
-            first = best
+        matched = [_tree_match(trees.setdefault(e.name, OrderedDict()), hashes) for e in workers]
+        if hashes and max(matched) / len(hashes) > p["cache_threshold"]:
+            first = workers[pick([-n for n in matched], st, "first")]
         else:
-            first = min(workers, key=lambda e: (len(trees[e.name]), e.index))
+            first = workers[pick([len(trees[e.name]) for e in workers], st, "first")]
     tree = trees.setdefault(first.name, OrderedDict())
     for h in hashes:
         tree[h] = None
         tree.move_to_end(h)
     while len(tree) > p["max_tree_blocks"]:
         tree.popitem(last=False)
-    return first, _decode_by_load(cluster)
+    return first, _decode_by_load(cluster, st)
+
+
+def kv_ready_ns(cluster: RouterView, e: Engine, job: Job, balancing_blocks: int) -> int:
+    """T_transfer + T_prefill of `job` on `e`. The cached prefix is walked down every tier `e` loads from (its HBM,
+    its node's DRAM/SSD, the pool), each lower tier's blocks priced over that tier's link, in parallel, and loaded
+    only when that beats recomputing them: the choice the request's lifecycle then makes. The pool is remote
+    (Mooncake Store): it counts only when it extends the node-local prefix by more than `balancing_blocks`."""
+    cost, n_in, hashes = e.pricer.cost, job.n_in, job.req.hash_ids
+    if e.hbm is None or not hashes:
+        return cost.prefill_ns(n_in)
+    chain = cluster.chains[e]
+    counts, lead = walk(hashes, chain)
+    if chain[-1] is cluster.pool and counts[-1]:
+        # the node-local walk; with HBM the only local tier (Mooncake's layout) it is HBM's leading run
+        local, local_lead = ([lead], lead) if len(chain) == 2 else walk(hashes, chain[:-1])
+        if sum(counts) - sum(local) <= balancing_blocks:
+            chain, counts, lead = chain[:-1], local, local_lead
+    pbt = cluster.prefix_block_tokens
+    hbm_tok, all_tok = min(lead * pbt, n_in - 1), min(sum(counts) * pbt, n_in - 1)
+    recompute = cost.prefill_ns(n_in - hbm_tok, hbm_tok)
+    if all_tok <= hbm_tok:
+        return recompute
+    kvb = cluster.kv_bytes
+    t_xfer = max(transfer_ns(t.wire().link, c * pbt * kvb, c) for t, c in zip(chain[1:], counts[1:]) if c)
+    return recompute if t_xfer >= recompute else min(recompute, t_xfer + cost.prefill_ns(n_in - all_tok, all_tok))
 
 
 def conductor(cluster: RouterView, job: Job, st: RouterState) -> Choice:
-    """Mooncake: min T_transfer + T_queue + T_prefill over prefill instances; decode by load; reject when the
-    predicted TTFT or TBT breaks its SLO (optionally predicting decode load when the prefill will finish)."""
-    p, req = st.params, job.req
-    hashes, pbt = req.hash_ids, cluster.prefix_block_tokens
-    pool = cluster.pool
-    remote = pool.match(hashes) if pool is not None else 0
-    best, best_t = cluster.first[0], math.inf  # every engine's t is finite: the loop sets both
-    for e in cluster.first:
-        cost = e.pricer.cost
-        local = e.hbm.match(hashes) if e.hbm is not None else 0
-        t_xfer = 0
-        if pool is not None and remote - local > p["kvcache_balancing_threshold"]:
-            prefix = remote
-            nbytes = (remote - local) * pbt * cluster.kv_bytes
-            t_xfer = transfer_ns(pool.wire().link, nbytes, remote - local)
-        else:
-            prefix = local
-        prefix_tokens = min(prefix * pbt, job.n_in - 1)
-        t = t_xfer + cost.prefill_ns(e.queued_tokens) + cost.prefill_ns(job.n_in - prefix_tokens, prefix_tokens)
-        if t < best_t:
-            best, best_t = e, t
-    dec = _decode_by_load(cluster)
+    """Mooncake: min T_queue + T_transfer + T_prefill over prefill instances (kv_ready_ns: every tier the instance
+    loads from); decode by load; reject when the predicted TTFT or TBT breaks its SLO (optionally predicting decode
+    load when the prefill will finish)."""
+    p, balancing = st.params, st.params["kvcache_balancing_threshold"]
+    times = [e.pricer.cost.prefill_ns(e.queued_tokens) + kv_ready_ns(cluster, e, job, balancing) for e in cluster.first]
+    i = pick(times, st, "first")
+    best, best_t = cluster.first[i], times[i]
+    dec = _decode_by_load(cluster, st)
     ttft_slo = ms_to_ns(p["ttft_slo_ms"])
     if ttft_slo and best_t > ttft_slo:
         st.reason = f"predicted TTFT {ns_to_ms(best_t):.0f} ms > SLO {p['ttft_slo_ms']:g} ms"
@@ -201,12 +223,12 @@ def kv_router(cluster: RouterView, job: Job, st: RouterState) -> Choice:
         costs.append(p["prefill_load_scale"] * max(active_prefill + prompt_blocks - overlap, 0) + active_decode)
     temp = p["temperature"]
     if temp <= 0:
-        i = min(range(len(costs)), key=lambda k: (costs[k], k))
+        i = pick(costs, st, "first")
     else:
         lo = min(costs)
         weights = [math.exp(-(c - lo) / (temp * max(prompt_blocks, 1))) for c in costs]
         i = st.rng.choices(range(len(costs)), weights)[0]
-    return cluster.first[i], _decode_by_load(cluster)
+    return cluster.first[i], _decode_by_load(cluster, st)
 
 
 def cpd(cluster: RouterView, job: Job, st: RouterState) -> Choice:
@@ -221,8 +243,8 @@ def cpd(cluster: RouterView, job: Job, st: RouterState) -> Choice:
         cached += 1
     warm = bool(hashes) and cached / len(hashes) >= st.params["warm_threshold"]
     pool = cluster.by_role["prefill" if warm else "pre_prefill"]
-    first = min(pool, key=lambda e: (e.queued_tokens, e.load(), e.index))
-    return first, _decode_by_load(cluster)
+    first = pool[pick([(e.queued_tokens, e.load()) for e in pool], st, "prefill" if warm else "pre_prefill")]
+    return first, _decode_by_load(cluster, st)
 
 
 ROUTERS: dict[str, Router] = {
