@@ -52,6 +52,19 @@ def test_headline_command_runs_from_an_empty_directory(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kimi.jsonl", "run"]
 
 
+def test_import_from_the_folder_holding_a_checkout_named_kvbench(tmp_path):
+    """A checkout called kvbench/ in the cwd is a folder without __init__.py: Python's path finder makes it a
+    namespace package unless the installed package is found on sys.path first (see pyproject's package-dir)."""
+    (tmp_path / "kvbench").mkdir()
+    (tmp_path / "kvbench" / "pyproject.toml").write_text('[project]\nname = "kvbench"\n')
+    code = "import kvbench; print(kvbench.__version__, kvbench.__file__)"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    version, where = r.stdout.split()
+    assert version == (REPO / "kvbench" / "__init__.py").read_text().split('__version__ = "')[1].split('"')[0]
+    assert Path(where).name == "__init__.py" and Path(where).parent.name == "kvbench"
+
+
 def _tracked_files() -> list[str]:
     r = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
     return [p for p in r.stdout.split("\0") if p and (REPO / p).is_file()]  # a file moved in the work tree: gone
