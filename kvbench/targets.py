@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from kvbench.config import ConfigError, apply_overrides, load_toml
@@ -49,8 +50,8 @@ def build(spec: TargetSpec, ctx: RunContext) -> Target:
 
 
 def adapter_dirs() -> list[Path]:
-    """Where profile names are looked up: ./adapters, then the adapters/ beside an editable install."""
-    return [Path.cwd() / "adapters", Path(__file__).resolve().parents[1] / "adapters"]
+    """Where profile names are looked up: ./adapters (a local profile overrides a shipped one), then the package's."""
+    return [Path.cwd() / "adapters", Path(str(resources.files("kvbench") / "presets" / "adapters"))]
 
 
 def find_adapter(name: str) -> Path:

@@ -3,9 +3,12 @@ and the opt-in rule of the `vllm` marker."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
+
+from kvbench.devservers.llamacpp import find_binary
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
@@ -26,6 +29,21 @@ def conversation_trace(traces_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def synthetic_trace(traces_dir: Path) -> Path:
     return traces_dir / "synthetic_trace.jsonl"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Stop in the first seconds, naming every missing prerequisite of the selected tests (README, Set up), rather
+    than failing them one by one minutes later. Tests that need Chromium say so in their name."""
+    items = session.items
+    missing = []
+    if not SHARED_TRACES.is_dir() and any("traces_dir" in item.fixturenames for item in items):
+        missing.append(f"the public traces in {SHARED_TRACES}: clone kvbench beside shared/")
+    if find_binary() is None and any(item.get_closest_marker("live") for item in items):
+        missing.append("llama-server: python -m kvbench.devservers.llamacpp build (needs cmake, make, g++)")
+    if shutil.which("chromium") is None and any("chromium" in item.name for item in items):
+        missing.append("chromium: apt-get install chromium")
+    if missing and not session.config.option.collectonly:
+        pytest.exit("missing prerequisites (or deselect their tests, e.g. -m 'not live'): " + "; ".join(missing))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -91,6 +91,7 @@ def replay(
     quiet: Quiet = False,
 ) -> None:
     """Replay a workload against a target and write reports/<run-id>/ (events, requests, run.json)."""
+    check_trace(trace)
     from kvbench.cli.replay_run import replay_command
 
     code = replay_command(
@@ -110,6 +111,25 @@ def replay(
         quiet=quiet,
     )
     raise typer.Exit(code)
+
+
+SAMPLE_HINT = (
+    "the sample trace is traces/kimi-sample.jsonl in a checkout; "
+    "`kvbench trace gen kimi-sample -o kimi.jsonl` writes it"
+)
+
+
+def check_trace(trace: Path | None) -> None:
+    """A missing or unreadable --trace file fails here, before the replay machinery is imported (about a second)."""
+    if trace is None:
+        return
+    from kvbench.config import ConfigError
+    from kvbench.workload.inputs import check_file
+
+    try:
+        check_file(trace)
+    except ConfigError as e:
+        raise ConfigError(f"{e} ({SAMPLE_HINT})") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -81,7 +81,7 @@ def info(
 def gen(
     workload: Annotated[
         str,
-        typer.Argument(help="Workload NAME (in ./workloads or the repo's workloads/), spec.toml, or a trace file."),
+        typer.Argument(help="Workload NAME (in ./workloads or the shipped specs), spec.toml, or a trace file."),
     ],
     out: Annotated[
         Path,

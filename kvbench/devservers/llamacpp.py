@@ -1,8 +1,9 @@
 """llama.cpp's llama-server for live tests: build it once per version from PyPI sources, cache it, start and stop it.
 
 `python -m kvbench.devservers.llamacpp build|model|serve|path` is the script interface (used by .ci/run):
-- `build`: download `llama-cpp-python==VERSION` sources with pip, build only `llama-server` with cmake (about
-  10 minutes on 2 cores) and keep the binary in `~/.cache/kvbench/llama-server-VERSION/`; a second call, or a
+- `build`: download the `llama-cpp-python==VERSION` sdist with pip (its sources only), build only the `llama-server`
+  target with cmake (the README's set-up section gives the measured time) and keep the binary in
+  `~/.cache/kvbench/llama-server-VERSION/` ($KVBENCH_CACHE or $XDG_CACHE_HOME move it); a second call, or a
   concurrent one (a file lock serialises them), reuses it. `$KVBENCH_LLAMA_SERVER` points at another binary.
 - `model`: write (or reuse) the tiny random-weight GGUF of `kvbench.devservers.tinymodel` and print its path.
 - `serve`: run llama-server on the tiny model on 127.0.0.1 until Ctrl-C (prints the base URL).
@@ -108,6 +109,7 @@ def build(version: str = VERSION, jobs: int = 2, say: Callable[[str], object] = 
     if target.is_file():
         return target
     _check_tools()
+    started = time.monotonic()
     with _file_lock(target.parent.with_name(target.parent.name + ".lock")):
         if target.is_file():  # another process built it while we waited for the lock
             return target
@@ -115,7 +117,7 @@ def build(version: str = VERSION, jobs: int = 2, say: Callable[[str], object] = 
         log = target.parent / "build.log"
         log.write_text("")
         with tempfile.TemporaryDirectory(prefix="kvbench-llama-", dir=target.parent.parent) as tmp:
-            say(f"building llama-server {version} (about 10 min on 2 cores; log: {log})")
+            say(f"building llama-server {version}, a long compile (README: Set up); log: {log}")
             src = _fetch_sources(version, Path(tmp), log)
             build_dir = Path(tmp) / "build"
             _run(["cmake", "-S", str(src), "-B", str(build_dir), *CMAKE_FLAGS], log, "cmake configure")
@@ -126,24 +128,18 @@ def build(version: str = VERSION, jobs: int = 2, say: Callable[[str], object] = 
             partial = target.with_name(".llama-server.partial")
             shutil.copy2(built, partial)
             os.replace(partial, target)  # atomic: a reader never sees a half-copied binary
-    say(f"llama-server {version} built: {target}")
+    say(f"llama-server {version} built in {(time.monotonic() - started) / 60:.1f} min: {target}")
     return target
 
 
 def _fetch_sources(version: str, tmp: Path, log: Path) -> Path:
     """pip-download the llama-cpp-python sdist and unpack it; returns its vendor/llama.cpp directory."""
+    # --no-binary names only llama-cpp-python: `:all:` would also build its build dependencies (scikit-build-core
+    # and theirs) from source just so pip can read the sdist's metadata, minutes before compiling starts.
     _run(
         [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            f"llama-cpp-python=={version}",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "-d",
-            str(tmp),
+            *(sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}"),
+            *("--no-deps", "--no-binary", "llama-cpp-python", "-d", str(tmp)),
         ],
         log,
         "pip download of llama-cpp-python sources",

@@ -12,7 +12,7 @@ DEFAULT_METRIC_PREFIXES = ("vllm:", "sglang:", "llamacpp:")
 
 @dataclass(frozen=True)
 class EndpointProfile:
-    """Every key of an endpoint profile. The defaults are the generic profile (adapters/openai.toml)."""
+    """Every key of an endpoint profile. The defaults are the generic profile (kvbench/presets/adapters/openai.toml)."""
 
     base_url: str = "http://127.0.0.1:8000/v1"  # ends in /v1; /completions or /chat/completions is appended
     api: Literal["completions", "chat"] = "completions"

@@ -25,7 +25,7 @@ from kvbench.http.followup import Tried, next_step
 from kvbench.http.probe import auth_headers, prepare
 from kvbench.http.profile import EndpointProfile, load_profile
 from kvbench.http.prompts import PromptBuilder
-from kvbench.http.scrape import scrape_loop
+from kvbench.http.scrape import preload, scrape_loop
 from kvbench.http.stream import Response, terminal
 from kvbench.http.watchdog import overdue
 from kvbench.records import ARRIVE, CANCEL, LAST_TOKEN, Emit, Event, Request
@@ -48,6 +48,7 @@ def prepared_spec(spec: TargetSpec) -> TargetSpec:
     """The registration's prepare step: the spec with `model` and `word_tokens` fixed by probing now, before the
     run's t0 (so set-up time is not counted as client lag, and workers inherit one calibration)."""
     prof = prepare(load_profile(spec.params, spec.source))
+    preload(prof)
     return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})
 
 

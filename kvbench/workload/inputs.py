@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from importlib import resources
 from pathlib import Path
 
 from kvbench.config import ConfigError
@@ -29,8 +30,8 @@ def check_file(path: str | Path) -> Path:
 
 
 def workload_dirs() -> list[Path]:
-    """Where workload names are looked up: ./workloads, then the workloads/ beside an editable install."""
-    return [Path.cwd() / "workloads", Path(__file__).resolve().parents[2] / "workloads"]
+    """Where workload names are looked up: ./workloads (a local spec overrides a shipped one), then the package's."""
+    return [Path.cwd() / "workloads", Path(str(resources.files("kvbench") / "presets" / "workloads"))]
 
 
 def find_workload(ref: str, base: Path | None = None) -> Path:

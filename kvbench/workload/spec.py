@@ -1,6 +1,7 @@
 """Workload specs: TOML in workloads/ read into frozen dataclasses; errors name file:line and the key.
 
-Paths inside a spec are relative to the spec file, so `../../shared/traces/...` works from workloads/.
+Paths inside a spec are relative to the spec file, so the shipped specs (kvbench/presets/workloads/) reach a
+checkout's `../shared/traces/`.
 """
 
 from __future__ import annotations

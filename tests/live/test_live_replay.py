@@ -21,7 +21,7 @@ from kvbench.targets import resolve
 from kvbench.workload.load import Workload
 
 pytestmark = pytest.mark.live
-PROFILE = Path(__file__).resolve().parents[2] / "adapters" / "llamacpp-local.toml"
+PROFILE = Path(__file__).resolve().parents[2] / "kvbench" / "presets" / "adapters" / "llamacpp-local.toml"
 # llama-server 0.3.36 closes the connection after each streamed response although it answers "Keep-Alive"; a
 # request written at once on that pooled connection then fails as a reset (seen in the closed loop below:
 # 7 of 16). Asking for "Connection: close" makes both sides open a fresh connection per request.

@@ -12,7 +12,7 @@ import pytest
 from kvbench.devservers.vllmcpu import vllm_server
 
 pytestmark = pytest.mark.vllm
-PROFILE = Path(__file__).resolve().parents[2] / "adapters" / "vllm-local.toml"
+PROFILE = Path(__file__).resolve().parents[2] / "kvbench" / "presets" / "adapters" / "vllm-local.toml"
 BLOCK = 32  # --block-size: vLLM caches whole blocks only
 
 

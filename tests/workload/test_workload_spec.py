@@ -12,7 +12,7 @@ from kvbench.workload import load
 from kvbench.workload.build import build
 from kvbench.workload.spec import load_spec
 
-REPO_WORKLOADS = Path(__file__).resolve().parents[2] / "workloads"
+REPO_WORKLOADS = Path(__file__).resolve().parents[2] / "kvbench" / "presets" / "workloads"
 
 
 def _spec(tmp_path, text, name="w.toml"):
@@ -30,7 +30,7 @@ def test_every_shipped_spec_parses_and_is_frozen(traces_dir):
         with pytest.raises(dataclasses.FrozenInstanceError):
             spec.name = "x"  # type: ignore[misc]
         if spec.path:
-            assert Path(spec.path).exists(), (name, spec.path)  # ../../shared/traces resolved from workloads/
+            assert Path(spec.path).exists(), (name, spec.path)  # ../../../../shared/traces from the spec
 
 
 def test_unknown_key_names_file_line_key(tmp_path):
@@ -103,7 +103,7 @@ def test_select_by_name_and_path(tmp_path, monkeypatch):
     w = load.select(None, "tiny", seed=1)  # ./workloads first
     assert w.name == "tiny" and len(list(w.make())) == 7
     assert load.select(None, "workloads/tiny.toml", seed=1).name == "tiny"
-    assert load.select(None, "kimi-sample", seed=0).name == "kimi-sample"  # falls back to the repo's workloads/
+    assert load.select(None, "kimi-sample", seed=0).name == "kimi-sample"  # falls back to the shipped specs
     with pytest.raises(ConfigError, match="unknown workload 'nope'; known: .*tiny"):
         load.select(None, "nope")
     with pytest.raises(ConfigError, match="exactly one"):
