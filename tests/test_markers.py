@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 LIVE = Path(__file__).resolve().parent / "live"
+VLLM = {"test_live_vllm.py"}  # the only module marked vllm
+OTHERS = {p.name for p in LIVE.glob("test_*.py")} - VLLM
 
 
 def collected(*args: str) -> set[str]:
@@ -26,9 +28,9 @@ def collected(*args: str) -> set[str]:
 @pytest.mark.parametrize(
     ("args", "files"),
     [
-        ((), {"test_live_llamacpp.py", "test_live_replay.py"}),
+        ((), OTHERS),
         (("-m", "not live"), set()),
-        (("-m", "live or vllm"), {"test_live_llamacpp.py", "test_live_replay.py", "test_live_vllm.py"}),
+        (("-m", "live or vllm"), OTHERS | VLLM),
     ],
 )
 def test_vllm_runs_only_when_named(args, files):
