@@ -30,6 +30,7 @@ def replay_command(
     target: str,
     overrides: list[str],
     out: Path | None,
+    overwrite: bool,
     seed: int,
     time_scale: float,
     rate: float | None,
@@ -46,7 +47,7 @@ def replay_command(
     wl = load.shape(wl, time_scale, start, duration, max_requests)
     load.require_requests(wl)
     spec = resolve(target, overrides)
-    opts = RunOptions(seed, concurrency, out, workers)
+    opts = RunOptions(seed, concurrency, out, workers, overwrite)
     if quiet or workers != 1:  # worker processes report their counts at the end only
         run_dir, stats = execute(wl, spec, opts)
     else:

@@ -302,16 +302,16 @@ class OpenAITarget:
             self._pool.close()
 
     def _cancel_rest(self, why: str) -> None:
-        """After the loop stopped: CANCEL every request still open, including ones submitted while cancelling."""
+        """After the loop stopped: CANCEL every request still open, including ones submitted while cancelling, at
+        this moment; one not yet released never arrived (no ARRIVE), so the run ends when it was stopped."""
         self._stopping = True
         now = time.monotonic_ns() - self.ctx.t0_ns
         for rid in list(self._inflight):
             self._terminal(Event(now, rid, CANCEL, detail=why))
         while self._heap:
-            at_ns, _, req = heappop(self._heap)
-            self._emit(Event(at_ns, req.req_id, ARRIVE, tokens=req.input_tokens))
+            req = heappop(self._heap)[2]
             self._inflight[req.req_id] = req
-            self._terminal(Event(max(now, at_ns), req.req_id, CANCEL, detail=why))
+            self._terminal(Event(now, req.req_id, CANCEL, detail=why))
 
     def _terminal(self, ev: Event) -> None:
         if self._inflight.pop(ev.req_id, None) is None:
