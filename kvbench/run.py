@@ -122,11 +122,10 @@ def execute(
     except BaseException as e:
         stats.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         errors.append(_reason(e, run_dir))
-        if isinstance(e, OSError) and e.errno in DISK_FULL:
-            raise OSError(
-                e.errno, f"{os.strerror(e.errno)} writing the run (run.json says failed)", str(run_dir)
-            ) from e
-        raise
+        told = _told(e, run_dir, spec)
+        if told is e:
+            raise
+        raise told from None
     finally:
         _finish(manifest, run_dir, stats, errors, t0, opts, reg, spec)
     return run_dir, stats
@@ -158,6 +157,15 @@ def _finish(
     if reg.realtime:  # real clients can fall behind the schedule: check and flag it
         manifest.update(client_lag(stats.send_lags_ns, spec.params))
     write_manifest(run_dir, manifest)
+
+
+def _told(e: BaseException, run_dir: Path, spec: TargetSpec) -> BaseException:
+    """The exception as the user is told it: a full disk names the run; a one-line error never shows a secret."""
+    if isinstance(e, OSError) and e.errno in DISK_FULL:
+        return OSError(e.errno, f"{os.strerror(e.errno)} writing the run (run.json says failed)", str(run_dir))
+    if isinstance(e, ConfigError) and (clean := redact_text(str(e), secret_values(spec.params))) != str(e):
+        return ConfigError(clean)
+    return e
 
 
 def _reason(e: BaseException, run_dir: Path) -> str:

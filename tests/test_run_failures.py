@@ -128,3 +128,17 @@ def test_cli_runs_that_fail_while_streaming_the_trace_say_so_in_run_json(tmp_pat
 
 def _text() -> dict:
     return {"capture_output": True, "text": True, "timeout": 120}
+
+
+def _refuses_with_the_url(spec, ctx):
+    raise ConfigError(f"{spec.params['base_url']}: refused; key {spec.params['headers']['Authorization']}")
+
+
+def test_a_failure_message_never_shows_a_secret(tmp_path, monkeypatch):
+    monkeypatch.setitem(TARGETS, "leaky", Registration(_refuses_with_the_url))
+    params = {"base_url": "http://u:pw-5150@h:1/v1", "headers": {"Authorization": "Bearer sk-0xdeadbeef"}}
+    wl = Workload("w", "mem", "0", lambda: iter(_requests(2)))
+    with pytest.raises(ConfigError) as raised:
+        execute(wl, TargetSpec("leaky", "leaky", params), RunOptions(out=tmp_path / "r"))
+    told = "http://<redacted>@h:1/v1: refused; key <redacted>"
+    assert (str(raised.value), load_run(tmp_path / "r")["error"]) == (told, told)

@@ -49,6 +49,7 @@ EXPECTED = {  # fault -> (terminal kind, detail prefix; {url}: the server's orig
         "http_5xx: 503 (no body) (Retry-After: 3600), not retried: Retry-After is over read_timeout_s (1 s)",
     ),
     "usage_over": ("FINISH", "usage_mismatch: usage says 8 completion tokens, 4 streamed; prompt_tokens=21"),
+    "echo_auth": ("ERROR", 'http_4xx: 401 {"error": {"message": "invalid credentials None"}}'),
 }
 TOKENS_BEFORE_FAULT = {
     "reset": 4,
