@@ -11,6 +11,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from kvbench.replay import ReplayStats
 from kvbench.run import RunOptions, execute, load_run
+from kvbench.rundir import check_out
 from kvbench.targets import resolve
 from kvbench.units import ns_to_s
 from kvbench.workload import load
@@ -41,6 +42,8 @@ def replay_command(
     workers: int,
     quiet: bool,
 ) -> int:
+    if out is not None:
+        check_out(out, overwrite)  # before reading the trace: a taken --out is known at once
     wl = load.select(trace, workload, seed)
     if rate is not None:
         wl = load.retime_poisson(wl, rate, seed)
