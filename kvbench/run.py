@@ -121,42 +121,34 @@ def execute(
             stats, errors = _sharded(workload, spec, reg, opts, run_dir, t0)
     except BaseException as e:
         stats.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        errors.append(_reason(e, run_dir))
+        errors += [] if isinstance(e, KeyboardInterrupt) else [_reason(e, run_dir)]
         told = _told(e, run_dir, spec)
         if told is e:
             raise
         raise told from None
     finally:
-        _finish(manifest, run_dir, stats, errors, t0, opts, reg, spec)
+        manifest.update(_ending(stats, errors, t0, spec))
+        if opts.workers > 1:
+            manifest["worker_errors"] = errors
+        if reg.realtime:  # real clients can fall behind the schedule: check and flag it
+            manifest.update(client_lag(stats.send_lags_ns, spec.params))
+        write_manifest(run_dir, manifest)
     return run_dir, stats
 
 
-def _finish(
-    manifest: dict,
-    run_dir: Path,
-    stats: ReplayStats,
-    errors: list[str],
-    t0: int,
-    opts: RunOptions,
-    reg: Registration,
-    spec: TargetSpec,
-) -> None:
-    """run.json at the end: status, times, counts, client lag, and the reason of a failure (never left running)."""
+def _ending(stats: ReplayStats, errors: list[str], t0: int, spec: TargetSpec) -> dict[str, Any]:
+    """run.json's closing fields: status (never left `running`), times, counts, a failed run's one-line reason."""
     if stats.status not in _STATUS_RANK:
         stats.status = "failed"  # e.g. a replayer that raised before it could say so
-    manifest.update(
-        status=stats.status,
-        finished_at=datetime.now(UTC).isoformat(),
-        wall_s=round((time.monotonic_ns() - t0) / 1e9, 3),
-        counts={key: getattr(stats, key) for key in (*_COUNTS, "last_t_ns")},
-    )
-    if opts.workers > 1:
-        manifest["worker_errors"] = errors
+    end = {
+        "status": stats.status,
+        "finished_at": datetime.now(UTC).isoformat(),
+        "wall_s": round((time.monotonic_ns() - t0) / 1e9, 3),
+        "counts": {key: getattr(stats, key) for key in (*_COUNTS, "last_t_ns")},
+    }
     if stats.status == "failed":
-        manifest["error"] = redact_text("; ".join(errors) or "unknown", secret_values(spec.params))
-    if reg.realtime:  # real clients can fall behind the schedule: check and flag it
-        manifest.update(client_lag(stats.send_lags_ns, spec.params))
-    write_manifest(run_dir, manifest)
+        end["error"] = redact_text("; ".join(errors) or "unknown", secret_values(spec.params))
+    return end
 
 
 def _told(e: BaseException, run_dir: Path, spec: TargetSpec) -> BaseException:
@@ -169,9 +161,7 @@ def _told(e: BaseException, run_dir: Path, spec: TargetSpec) -> BaseException:
 
 
 def _reason(e: BaseException, run_dir: Path) -> str:
-    """One line saying why a run ended early."""
-    if isinstance(e, KeyboardInterrupt):
-        return "interrupted"
+    """One line saying why a run failed."""
     if isinstance(e, OSError) and e.errno in DISK_FULL:
         return f"{os.strerror(e.errno).lower()} writing {run_dir}"
     text = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
