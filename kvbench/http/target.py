@@ -48,11 +48,10 @@ except ImportError:
 
 def prepared_spec(spec: TargetSpec) -> TargetSpec:
     """The registration's prepare step: the spec with `model` and `word_tokens` fixed by probing now, before the
-    run's t0 (so set-up time is not counted as client lag, and workers inherit one calibration). A probe's error
-    names the URL: never with its password or a configured key."""
+    run's t0 (so set-up time is not counted as client lag, and workers inherit one calibration)."""
     try:
         prof = prepare(load_profile(spec.params, spec.source))
-    except ConfigError as e:
+    except ConfigError as e:  # it names the URL: never with its password or a configured key
         raise ConfigError(redact_text(str(e), secret_values(spec.params))) from None
     return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})
 
@@ -309,13 +308,12 @@ class OpenAITarget:
             self._pool.close()
 
     def _cancel_rest(self, why: str) -> None:
-        """After the loop stopped: CANCEL every request still open, including ones submitted while cancelling, at
-        this moment; one not yet released never arrived (no ARRIVE), so the run ends when it was stopped."""
+        """After the loop stopped: CANCEL, now, every request still open (also ones submitted while cancelling)."""
         self._stopping = True
         now = time.monotonic_ns() - self.ctx.t0_ns
         for rid in list(self._inflight):
             self._terminal(Event(now, rid, CANCEL, detail=why))
-        while self._heap:
+        while self._heap:  # not yet released: it never arrived (no ARRIVE), and the run ends when it was stopped
             req = heappop(self._heap)[2]
             self._inflight[req.req_id] = req
             self._terminal(Event(now, req.req_id, CANCEL, detail=why))
