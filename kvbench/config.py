@@ -41,8 +41,12 @@ class Range:
         return self.hi is None or value <= self.hi
 
     def text(self) -> str:
-        parts = [] if self.lo is None else [f"{'>' if self.open_lo else '>='} {self.lo:g}"]
-        return " and ".join(parts + ([] if self.hi is None else [f"<= {self.hi:g}"]))
+        parts = [] if self.lo is None else [f"{'>' if self.open_lo else '>='} {_bound(self.lo)}"]
+        return " and ".join(parts + ([] if self.hi is None else [f"<= {_bound(self.hi)}"]))
+
+
+def _bound(x: float) -> str:
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"  # a whole-number bound in full: 16,777,216, not 1.67772e+07
 
 
 @dataclass(frozen=True)

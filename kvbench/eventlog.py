@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import os
@@ -165,7 +166,11 @@ class PartWriter:
         path = self.dir / f"{self.prefix}-{len(self.parts):05d}.parquet"
         tmp = path.with_suffix(".tmp")
         table = self._take_table()
-        pq.write_table(table, tmp, **self._options)
+        try:
+            pq.write_table(table, tmp, **self._options)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a part half written (disk full): its space back, never read
+            raise
         os.replace(tmp, path)
         self.parts.append(path)
         self.written += n
@@ -305,10 +310,20 @@ class EventLog:
 
 
 def write_manifest(run_dir: str | os.PathLike, manifest: dict[str, Any]) -> None:
-    """Write run.json atomically (a kill mid-write leaves the previous version)."""
+    """Write run.json atomically (a kill mid-write leaves the previous version). On a full disk, where the new
+    copy finds no room, it is rewritten in place: truncating frees the old copy's blocks for the new one, so a
+    failed run does not keep saying `running`."""
     path = Path(run_dir) / "run.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    text = json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n"
+    try:
+        tmp.write_text(text)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or not path.is_file():
+            raise
+        path.write_text(text)
+        return
     os.replace(tmp, path)
 
 

@@ -35,10 +35,10 @@ class FixedTarget:
         self._seq = 0
         self._free: list[int] = [0] * self.servers  # when each server is next idle
         self._released = 0
-        self._open: dict[int, int] = {}  # req_id -> release time, until its terminal event
+        self._open: set[int] = set()  # req_ids submitted, until their terminal event
 
     def submit(self, req: Request, at_ns: int) -> None:
-        self._open[req.req_id] = at_ns
+        self._open.add(req.req_id)
         self._push(at_ns, 0, req)
 
     def _push(self, t_ns: int, phase: int, req: Request) -> None:
@@ -55,12 +55,12 @@ class FixedTarget:
                 elif phase == 1:
                     self._complete(t, req, emit)
                 else:
-                    del self._open[req.req_id]
+                    self._open.discard(req.req_id)
                     emit(Event(t, req.req_id, ERROR, instance="fixed", detail="server_error: injected (fail_every)"))
         except KeyboardInterrupt:
             heap.clear()
-            for req_id in sorted(self._open):  # released or not, everything submitted and not ended
-                emit(Event(max(self._open[req_id], t), req_id, CANCEL, detail="interrupted"))
+            for req_id in sorted(self._open):  # released or not, everything submitted and not ended, cancelled
+                emit(Event(t, req_id, CANCEL, detail="interrupted"))  # now: a request not yet due never arrived
             self._open.clear()
             raise
 
@@ -84,5 +84,5 @@ class FixedTarget:
         if req.output_tokens > 0:
             emit(Event(first, req.req_id, FIRST_TOKEN, instance="fixed", tokens=1))
             emit(Event(t, req.req_id, LAST_TOKEN, instance="fixed", tokens=req.output_tokens))
-        del self._open[req.req_id]
+        self._open.discard(req.req_id)
         emit(Event(t, req.req_id, FINISH, instance="fixed", tokens=req.output_tokens, cached_tokens=0))

@@ -50,6 +50,14 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
+def scrub(text: str | None, secrets: Iterable[str]) -> str | None:
+    """`text` itself when it holds no URL and none of `secrets` (the common case, checked cheaply), else
+    redact_text's copy: for free text from outside, such as an error body a server echoed the key in."""
+    if text is None or ("://" not in text and not any(s in text for s in secrets)):
+        return text
+    return redact_text(text, secrets)
+
+
 def redact_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of nested settings with credential values replaced and URLs redacted."""
     out: dict[str, Any] = {}

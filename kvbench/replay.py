@@ -86,9 +86,9 @@ class Replayer:
     def run(self, requests: Iterator[Request]) -> ReplayStats:
         self._stream = iter(requests)
         self.stats.status = "running"
-        self._top_up(0)
         on_event = self._on_event if self.log.realtime else self._on_virtual_event
         try:
+            self._top_up(0)  # inside: a workload that fails while it is read fails the run, it is not left running
             self.target.run(on_event)
             self.stats.status = "complete"
         except KeyboardInterrupt:

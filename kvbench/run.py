@@ -11,11 +11,11 @@ source and shaping, without a picklable description of it.
 
 from __future__ import annotations
 
+import errno
 import gc
 import multiprocessing
 import os
 import platform
-import re
 import socket
 import sys
 import time
@@ -32,7 +32,9 @@ from kvbench.clientlag import client_lag
 from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, EventLog, read_manifest, write_manifest
 from kvbench.records import Request
+from kvbench.redact import redact_argv, redact_params, redact_text, secret_values
 from kvbench.replay import Replayer, ReplayStats
+from kvbench.rundir import check_out, claim, fresh
 from kvbench.target import Registration, RunContext, TargetSpec
 from kvbench.targets import registration
 from kvbench.units import NS_PER_MS
@@ -41,6 +43,7 @@ from kvbench.workload.load import Workload
 START_MARGIN_NS = 200 * NS_PER_MS  # a sharded run's t0 is this far after the fork, so every worker is ready at t = 0
 _STATUS_RANK = {"complete": 0, "interrupted": 1, "failed": 2}
 _COUNTS = ("submitted", "finished", "errors", "rejected", "cancelled", "events")
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class RunOptions:
     concurrency: int | None = None
     out: Path | None = None  # run directory; default reports/<run_id>/
     workers: int = 1  # > 1: shard the replay by session over this many processes (real-time targets)
+    overwrite: bool = False  # replace a run already in `out` (else a non-empty `out` is refused)
 
 
 def run_id_for(workload: Workload, spec: TargetSpec) -> str:
@@ -62,7 +66,7 @@ def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id:
         "schema_version": SCHEMA_VERSION,
         "kvbench_version": __version__,
         "run_id": run_id,
-        "command": sys.argv,
+        "command": redact_argv(sys.argv, secret_values(spec.params)),
         "status": "running",
         "started_at": datetime.now(UTC).isoformat(),
         "host": socket.gethostname(),
@@ -81,7 +85,7 @@ def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id:
             "name": spec.name,
             "source": spec.source,
             "digest": spec.digest(),
-            "params": _redacted(spec.params),
+            "params": redact_params(spec.params),
         },
     }
     if opts.workers > 1:
@@ -89,30 +93,19 @@ def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id:
     return manifest
 
 
-_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "authorization", "auth", "bearer", "cookie"})
-
-
-def _is_secret(key: str) -> bool:
-    """api_key, x-api-key, Authorization, auth_token: yes; api_key_env, max_tokens, tokenize_path: no."""
-    words = re.split(r"[^a-z0-9]+", key.lower())
-    return words[-1] != "env" and any(w in _SECRET_WORDS for w in words)
-
-
-def _redacted(params: dict) -> dict:
-    """Never write secrets: replace values of keys that name credentials."""
-    return {k: _redacted(v) if isinstance(v, dict) else "<redacted>" if _is_secret(k) else v for k, v in params.items()}
-
-
 def execute(
     workload: Workload, spec: TargetSpec, opts: RunOptions, progress: Callable[[ReplayStats], None] | None = None
 ) -> tuple[Path, ReplayStats]:
     """Replay `workload` against the target `spec`; returns the run directory and the final (summed) counts.
-    `progress` is called with the counts as the run goes (in-process runs only)."""
+    `progress` is called with the counts as the run goes (in-process runs only). However the run ends, run.json
+    says how (complete, interrupted, failed with a one-line `error`); a full disk is an OSError naming the run."""
     reg = registration(spec.kind)
     _check_workers(spec, reg, opts)
+    if opts.out is not None:
+        check_out(Path(opts.out), opts.overwrite)  # refused before the target is probed
     spec = reg.prepare(spec)  # before t0: set-up (probes, imports) is neither run time nor client lag
     run_id = run_id_for(workload, spec)
-    run_dir = Path(opts.out) if opts.out else Path("reports") / run_id
+    run_dir = claim(Path(opts.out), opts.overwrite) if opts.out else fresh(Path("reports") / run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
     manifest = manifest_for(workload, spec, opts, run_id)
     write_manifest(run_dir, manifest)
@@ -126,19 +119,53 @@ def execute(
         else:
             t0 = time.monotonic_ns() + START_MARGIN_NS
             stats, errors = _sharded(workload, spec, reg, opts, run_dir, t0)
+    except BaseException as e:
+        stats.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        errors += [] if isinstance(e, KeyboardInterrupt) else [_reason(e, run_dir)]
+        told = _told(e, run_dir, spec)
+        if told is e:
+            raise
+        raise told from None
     finally:
-        manifest.update(
-            status=stats.status,
-            finished_at=datetime.now(UTC).isoformat(),
-            wall_s=round((time.monotonic_ns() - t0) / 1e9, 3),
-            counts={key: getattr(stats, key) for key in (*_COUNTS, "last_t_ns")},
-        )
+        manifest.update(_ending(stats, errors, t0, spec))
         if opts.workers > 1:
             manifest["worker_errors"] = errors
         if reg.realtime:  # real clients can fall behind the schedule: check and flag it
             manifest.update(client_lag(stats.send_lags_ns, spec.params))
         write_manifest(run_dir, manifest)
     return run_dir, stats
+
+
+def _ending(stats: ReplayStats, errors: list[str], t0: int, spec: TargetSpec) -> dict[str, Any]:
+    """run.json's closing fields: status (never left `running`), times, counts, a failed run's one-line reason."""
+    if stats.status not in _STATUS_RANK:
+        stats.status = "failed"  # e.g. a replayer that raised before it could say so
+    end = {
+        "status": stats.status,
+        "finished_at": datetime.now(UTC).isoformat(),
+        "wall_s": round((time.monotonic_ns() - t0) / 1e9, 3),
+        "counts": {key: getattr(stats, key) for key in (*_COUNTS, "last_t_ns")},
+    }
+    if stats.status == "failed":
+        end["error"] = redact_text("; ".join(errors) or "unknown", secret_values(spec.params))
+    return end
+
+
+def _told(e: BaseException, run_dir: Path, spec: TargetSpec) -> BaseException:
+    """The exception as the user is told it: a full disk names the run; a one-line error never shows a secret."""
+    if isinstance(e, OSError) and e.errno in DISK_FULL:
+        return OSError(e.errno, f"{os.strerror(e.errno)} writing the run (run.json says failed)", str(run_dir))
+    if isinstance(e, ConfigError) and (clean := redact_text(str(e), secret_values(spec.params))) != str(e):
+        return ConfigError(clean)
+    return e
+
+
+def _reason(e: BaseException, run_dir: Path) -> str:
+    """One line saying why a run failed."""
+    if isinstance(e, OSError) and e.errno in DISK_FULL:
+        return f"{os.strerror(e.errno).lower()} writing {run_dir}"
+    text = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+    return " ".join(text.split())[:500]
 
 
 def _check_workers(spec: TargetSpec, reg: Registration, opts: RunOptions) -> None:
@@ -254,7 +281,7 @@ def _collect(conns: list[Connection], procs: list[BaseProcess]) -> tuple[ReplayS
             setattr(total, key, getattr(total, key) + st[key])
         total.last_t_ns = max(total.last_t_ns, st["last_t_ns"])
         total.send_lags_ns.extend(st["send_lags_ns"])
-        worst = max(worst, st["status"], key=lambda s: _STATUS_RANK.get(s, 2))
+        worst = max(worst, st["status"] if st["status"] in _STATUS_RANK else "failed", key=_STATUS_RANK.__getitem__)
         if err:
             errors.append(err)
         proc.join()

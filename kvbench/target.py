@@ -24,7 +24,8 @@ class Target(Protocol):
       `at_ns` is the intended release time (ns from run start, >= the time of the event being handled).
     - `run(emit)` releases each request at `at_ns` (emitting ARRIVE with t = at_ns, then SEND, ...) and returns
       once every submitted request has ended with exactly one terminal event (FINISH, ERROR, REJECT, CANCEL).
-    - On KeyboardInterrupt, `run` emits CANCEL (detail "interrupted") for every request not yet ended, then re-raises.
+    - On KeyboardInterrupt, `run` emits CANCEL (detail "interrupted") for every request not yet ended, then re-raises;
+      each CANCEL at the moment of the interruption, and a request not yet released gets no ARRIVE.
     - A target writes only through the event log's API (`RunContext.log`): events through `emit`, CHUNK events
       through `log.emit_chunk((t_ns, req_id, tokens))` (never terminal; a real-time target's per-read event, kept
       off the replayer's callback), rows of a named side table through `log.table(name).append(row)`. When rows

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kvbench.config import ConfigError, apply_overrides, load_toml
 from kvbench.fixed_target import FixedTarget
+from kvbench.redact import redact_url
 from kvbench.target import Registration, RunContext, Target, TargetSpec
 
 DEFAULT_SIM_PRESET = "pd-2p2d"
@@ -67,7 +68,8 @@ def resolve(arg: str, overrides: list[str] | tuple[str, ...] = ()) -> TargetSpec
     """Turn a --target string into a spec: sim, sim:PRESET, fixed[:k=v,...], http(s)://URL, FILE.toml or NAME."""
     if arg.startswith(("http://", "https://")):
         params = apply_overrides({"kind": "openai", "base_url": arg.rstrip("/")}, overrides)
-        return TargetSpec("openai", arg, params, arg)
+        shown = redact_url(arg)  # name and source are shown and recorded: never the URL's password
+        return TargetSpec("openai", shown, params, shown)
     if arg == "fixed" or arg.startswith("fixed:"):
         pairs = [p for p in arg.partition(":")[2].split(",") if p]
         params = apply_overrides({"kind": "fixed"}, pairs + list(overrides))

@@ -91,3 +91,31 @@ def test_virtual_target_contract(tmp_path, target):
     log.close()
     assert stats.status == "complete" and stats.submitted == len(reqs)
     check_contract(tmp_path, len(reqs))
+
+
+@pytest.mark.parametrize("target", VIRTUAL_TARGETS)
+def test_an_interrupt_cancels_every_open_request_at_that_moment(tmp_path, target):
+    # the replayer's stop path: its first progress report (at the 16th ended request) raises as Ctrl-C would
+    stopped: list[int] = []
+
+    def progress(stats):
+        if not stopped:
+            stopped.append(stats.last_t_ns)
+            raise KeyboardInterrupt
+
+    reqs = _workload(200)
+    log = EventLog(tmp_path)
+    stats = Replayer(build(resolve(target), RunContext(0, tmp_path, log)), log, progress=progress).run(iter(reqs))
+    log.close()
+    assert stats.status == "interrupted" and stats.cancelled > 0
+    check_contract(tmp_path, stats.submitted)
+    glob = table_glob(tmp_path)
+    cancels = duckdb.connect().execute(f"SELECT DISTINCT t_ns FROM read_parquet('{glob}') WHERE detail = 'interrupted'")
+    assert cancels.fetchall() == [(stopped[0],)]  # all at the interruption, none at a future arrival
+    # a request with only its CANCEL was not yet due (its intended release, as submitted, is after the stop)
+    early = duckdb.connect().execute(
+        f"SELECT count(*) FROM read_parquet('{table_glob(tmp_path, 'requests')}') r JOIN (SELECT req_id FROM "
+        f"read_parquet('{glob}') GROUP BY req_id HAVING list(detail) = ['interrupted']) USING (req_id) "
+        f"WHERE r.arrival_ns < {stopped[0]}"
+    )
+    assert early.fetchone() == (0,)

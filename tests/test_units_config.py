@@ -87,20 +87,26 @@ def test_lines_skip_blank_lines_to_the_key_itself():
 
 
 def test_run_json_redacts_credentials_but_not_token_counts():
-    from kvbench.run import _redacted
+    from kvbench.run import RunOptions, manifest_for
+    from kvbench.target import TargetSpec
+    from kvbench.workload.load import Workload
 
     params = {
         "api_key": "sk-1",
         "api_key_env": "OPENAI_API_KEY",
         "max_tokens": 5,
+        "token_budget": 8192,
         "tokenize_path": "/tokenize",
         "word_tokens": 1.3,
         "headers": {"Authorization": "Bearer x", "x-api-key": "k", "X-Trace": "t"},
     }
-    assert _redacted(params) == {
+    spec = TargetSpec("openai", "ep", params)
+    manifest = manifest_for(Workload("w", "mem", "0", lambda: iter(())), spec, RunOptions(), "r")
+    assert manifest["target"]["params"] == {
         "api_key": "<redacted>",
         "api_key_env": "OPENAI_API_KEY",
         "max_tokens": 5,
+        "token_budget": 8192,
         "tokenize_path": "/tokenize",
         "word_tokens": 1.3,
         "headers": {"Authorization": "<redacted>", "x-api-key": "<redacted>", "X-Trace": "t"},

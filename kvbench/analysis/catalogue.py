@@ -146,7 +146,7 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("goodput", "goodput", "good req/s", HIGHER, "run_totals", "good_per_ns", headline=True, report=True,
            uses_slo=True),
     Metric("slo_attainment", "SLO attainment", "", HIGHER, "run_totals", "slo_attainment", display=PCT,
-           headline=True, report=True, sample=("good::DOUBLE", "true"), uses_slo=True),
+           headline=True, report=True, sample=("good::DOUBLE", "NOT interrupted_unsent"), uses_slo=True),
     # latency distributions over finished requests (latency.sql; ITL pooled over their gaps, itl.sql)
     _latency("ttft_ms", "TTFT", "ttft_ns", MEAN_P50_P99, ALL4),
     _latency("tpot_ms", "TPOT", "tpot_ns", MEAN_P50_P99, ALL4),

@@ -72,6 +72,14 @@ Out = Annotated[
         rich_help_panel=OUTPUT,
     ),
 ]
+Overwrite = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace the goodput search already in --out (else a non-empty --out is refused).",
+        rich_help_panel=OUTPUT,
+    ),
+]
 
 
 def goodput(
@@ -89,6 +97,7 @@ def goodput(
     start_rate: StartRate = None,
     arrivals: Arrivals = GoodputArrivals.scale,
     out: Out = None,
+    overwrite: Overwrite = False,
 ) -> None:
     """Find the highest request rate whose SLO attainment stays >= --attainment (DistServe goodput)."""
     from kvbench.plan.goodput import goodput_command
@@ -107,6 +116,7 @@ def goodput(
             arrivals=arrivals.value,
             gpus=gpus,
             out=out,
+            overwrite=overwrite,
             seed=seed,
         )
     )

@@ -31,11 +31,11 @@ def summary_cmd(
     from kvbench.present import summary
 
     doc = summary.build(run, parse_slo(slo) if slo else None, bucket)
-    path = summary.write(doc, run)
+    summary.save(doc, run)  # on a full disk: a warning, and the figures are still printed
     if json_out:
         import sys
 
-        sys.stdout.buffer.write(path.read_bytes())
+        sys.stdout.buffer.write(summary.dumps(doc))
         sys.stdout.flush()
     else:
         summary.print_summary(doc)

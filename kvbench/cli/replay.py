@@ -71,6 +71,15 @@ Out = Annotated[
     Path | None,
     typer.Option("--out", "-o", help="Run directory.", show_default="reports/<run-id>/", rich_help_panel=OUTPUT),
 ]
+Overwrite = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace the run already in --out (else a non-empty --out is refused).",
+        rich_help_panel=OUTPUT,
+    ),
+]
+Resume = Annotated[bool, typer.Option("--resume", hidden=True)]  # not supported: says so rather than "no such option"
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.", rich_help_panel=OUTPUT)]
 
 
@@ -88,11 +97,18 @@ def replay(
     rate: Rate = None,
     concurrency: Concurrency = None,
     out: Out = None,
+    overwrite: Overwrite = False,
+    resume: Resume = False,
     quiet: Quiet = False,
 ) -> None:
     """Replay a workload against a target and write reports/<run-id>/ (events, requests, run.json)."""
     check_trace(trace)
     from kvbench.cli.replay_run import replay_command
+
+    if resume:
+        from kvbench.rundir import refuse_resume
+
+        refuse_resume()
 
     code = replay_command(
         trace=trace,
@@ -100,6 +116,7 @@ def replay(
         target=target,
         overrides=set_ or [],
         out=out,
+        overwrite=overwrite,
         seed=seed,
         time_scale=time_scale,
         rate=rate,

@@ -11,6 +11,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from kvbench.replay import ReplayStats
 from kvbench.run import RunOptions, execute, load_run
+from kvbench.rundir import check_out
 from kvbench.targets import resolve
 from kvbench.units import ns_to_s
 from kvbench.workload import load
@@ -30,6 +31,7 @@ def replay_command(
     target: str,
     overrides: list[str],
     out: Path | None,
+    overwrite: bool,
     seed: int,
     time_scale: float,
     rate: float | None,
@@ -40,13 +42,15 @@ def replay_command(
     workers: int,
     quiet: bool,
 ) -> int:
+    if out is not None:
+        check_out(out, overwrite)  # before reading the trace: a taken --out is known at once
     wl = load.select(trace, workload, seed)
     if rate is not None:
         wl = load.retime_poisson(wl, rate, seed)
     wl = load.shape(wl, time_scale, start, duration, max_requests)
     load.require_requests(wl)
     spec = resolve(target, overrides)
-    opts = RunOptions(seed, concurrency, out, workers)
+    opts = RunOptions(seed, concurrency, out, workers, overwrite)
     if quiet or workers != 1:  # worker processes report their counts at the end only
         run_dir, stats = execute(wl, spec, opts)
     else:

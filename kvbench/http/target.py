@@ -19,6 +19,7 @@ from heapq import heappop, heappush
 import orjson
 
 from kvbench import __version__
+from kvbench.config import ConfigError
 from kvbench.http.conn import Connection, Pool, request_head
 from kvbench.http.faults import StreamFault, classify, classify_status, one_line
 from kvbench.http.followup import Tried, next_step
@@ -29,6 +30,7 @@ from kvbench.http.scrape import preload, scrape_loop
 from kvbench.http.stream import Response, terminal
 from kvbench.http.watchdog import overdue
 from kvbench.records import ARRIVE, CANCEL, LAST_TOKEN, Emit, Event, Request
+from kvbench.redact import redact_text, scrub, secret_values
 from kvbench.target import RunContext, TargetSpec
 from kvbench.units import NS_PER_MS, ns_to_s, s_to_ns
 
@@ -47,7 +49,10 @@ except ImportError:
 def prepared_spec(spec: TargetSpec) -> TargetSpec:
     """The registration's prepare step: the spec with `model` and `word_tokens` fixed by probing now, before the
     run's t0 (so set-up time is not counted as client lag, and workers inherit one calibration)."""
-    prof = prepare(load_profile(spec.params, spec.source))
+    try:
+        prof = prepare(load_profile(spec.params, spec.source))
+    except ConfigError as e:  # it names the URL: never with its password or a configured key
+        raise ConfigError(redact_text(str(e), secret_values(spec.params))) from None
     preload(prof)
     return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})
 
@@ -64,6 +69,7 @@ class OpenAITarget:
         self.ctx = ctx
         self.prompts = PromptBuilder(run_salt(ctx) if prof.salt else "", self.prof.word_tokens)
         headers = {"User-Agent": f"kvbench/{__version__}", "Accept": "text/event-stream", **auth_headers(self.prof)}
+        self._secrets = secret_values({**spec.params, "headers": headers})  # scrubbed from details (a server may echo)
         self._head = request_head(self.prof.endpoint_url, headers)  # + Content-Length and the body per request
         self._base = self._base_body()
         self._heap: list[tuple[int, int, Request]] = []
@@ -303,21 +309,21 @@ class OpenAITarget:
             self._pool.close()
 
     def _cancel_rest(self, why: str) -> None:
-        """After the loop stopped: CANCEL every request still open, including ones submitted while cancelling."""
+        """After the loop stopped: CANCEL, now, every request still open (also ones submitted while cancelling)."""
         self._stopping = True
         now = time.monotonic_ns() - self.ctx.t0_ns
         for rid in list(self._inflight):
             self._terminal(Event(now, rid, CANCEL, detail=why))
-        while self._heap:
-            at_ns, _, req = heappop(self._heap)
-            self._emit(Event(at_ns, req.req_id, ARRIVE, tokens=req.input_tokens))
+        while self._heap:  # not yet released: it never arrived (no ARRIVE), and the run ends when it was stopped
+            req = heappop(self._heap)[2]
             self._inflight[req.req_id] = req
-            self._terminal(Event(max(now, at_ns), req.req_id, CANCEL, detail=why))
+            self._terminal(Event(now, req.req_id, CANCEL, detail=why))
 
     def _terminal(self, ev: Event) -> None:
         if self._inflight.pop(ev.req_id, None) is None:
             return  # already ended: never a second terminal event
-        self._emit(ev)
+        clean = scrub(ev.detail, self._secrets)  # server text (an error body) may echo the key
+        self._emit(ev if clean is ev.detail else ev._replace(detail=clean))
         self._open -= 1
         if not self._open:
             self._poke()

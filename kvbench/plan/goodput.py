@@ -188,14 +188,21 @@ def _sim_gpus(spec: TargetSpec) -> int | None:
     return sum(p.instances * p.tp for p in parse_cluster(spec.params, spec.source).pools)
 
 
-def _out_dir(out: Path | None) -> Path:
+def _is_search(out: Path) -> bool:
+    """The output of a goodput search: goodput.json, or only probe runs (rate-*/) when it was interrupted."""
+    return (out / "goodput.json").is_file() or all(p.is_dir() and p.name.startswith("rate-") for p in out.iterdir())
+
+
+def _out_dir(out: Path | None, overwrite: bool = False) -> Path:
+    """The search's directory, empty (probe runs must not mix with an earlier search's): a non-empty one is
+    refused, or replaced with `overwrite`, as `kvbench replay --out` does."""
     from datetime import datetime
 
+    from kvbench.rundir import claim, fresh
+
     if out is None:
-        return Path("reports") / f"goodput-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"{out}: exists and is not an empty directory (probe runs would mix with it)")
-    return out
+        return claim(fresh(Path("reports") / f"goodput-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"), False)
+    return claim(out, overwrite, _is_search, "a goodput search")
 
 
 def _plan(
@@ -209,6 +216,7 @@ def _plan(
     max_requests: int | None,
     seed: int,
     out: Path | None,
+    overwrite: bool = False,
 ) -> ProbePlan:
     from kvbench.analysis.slo import parse_slo
     from kvbench.targets import resolve
@@ -225,7 +233,7 @@ def _plan(
         if arrivals == "scale":
             raise ConfigError(f"{wl.source}: {e}; use --arrivals poisson") from None
         base = 1.0
-    return ProbePlan(wl, spec, parse_slo(slo), _out_dir(out), base, arrivals, max_requests, seed)
+    return ProbePlan(wl, spec, parse_slo(slo), _out_dir(out, overwrite), base, arrivals, max_requests, seed)
 
 
 def goodput_command(
@@ -243,6 +251,7 @@ def goodput_command(
     gpus: int | None,
     out: Path | None,
     seed: int,
+    overwrite: bool = False,
 ) -> int:
     """`kvbench goodput`: search, print the curve, write goodput.json/csv. Exit 1 if no probed rate passed."""
     from dataclasses import replace
@@ -263,6 +272,7 @@ def goodput_command(
         max_requests=max_requests,
         seed=seed,
         out=out,
+        overwrite=overwrite,
     )
     console = Console(stderr=True)
     result = search(_measure(plan, attainment, console), start_rate or plan.base_rate, attainment, precision)

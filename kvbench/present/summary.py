@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -94,9 +95,25 @@ def write(doc: dict[str, Any], run_dir: str | Path) -> Path:
     """Write RUN/summary.json atomically."""
     path = Path(run_dir) / "summary.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(dumps(doc))
+    try:
+        tmp.write_bytes(dumps(doc))
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     return path
+
+
+def save(doc: dict[str, Any], run_dir: str | Path) -> Path | None:
+    """`write`, or when the file system refuses (disk full, read-only, no permission) one warning line on stderr
+    and None: the figures are computed and can still be printed."""
+    try:
+        return write(doc, run_dir)
+    except OSError as e:
+        where = Path(run_dir) / "summary.json"
+        print(f"kvbench: warning: cannot write {where} ({e.strerror or e}); printing only", file=sys.stderr)
+        return None
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -260,5 +277,5 @@ def print_run_summary(run_dir: str | Path, file: IO[str] | None = None) -> None:
     except ConfigError as e:  # the replay itself is done; say why there is no summary rather than fail it
         print(f"kvbench: no summary: {e}", file=sys.stderr)
         return
-    write(doc, run_dir)
+    save(doc, run_dir)
     print_summary(doc, file)

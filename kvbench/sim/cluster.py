@@ -38,6 +38,13 @@ ROUTER_PARAMS: dict[str, dict[str, Any]] = {
     "cpd": {"warm_threshold": 0.5},
 }
 ENGINE_KEYS = ("token_budget", "max_running", "block_tokens", "chunked_prefill")
+# Sizes no real deployment reaches, checked before anything is built: a typo (instances = 10000000) is a one-line
+# error rather than gigabytes of engines. The largest published PD deployments run hundreds of nodes.
+MAX_INSTANCES = 4096  # per pool
+MAX_GPUS = 65_536  # instances x tp, summed over the pools
+MAX_TOKEN_BUDGET = 1 << 24  # tokens per batch step (16,777,216)
+MAX_RUNNING = 1 << 16  # requests in a running batch (65,536)
+MAX_TOKENS = 1 << 40  # a tier's capacity or a threshold in tokens (~1.1e12)
 
 
 @dataclass(frozen=True)
@@ -125,8 +132,8 @@ Link = Annotated[str, NonEmpty()]  # a link catalog name
 
 @dataclass(frozen=True)
 class _EngineFile:
-    token_budget: Annotated[int, Range(1)] = 8192
-    max_running: Annotated[int, Range(1)] = 256
+    token_budget: Annotated[int, Range(1, MAX_TOKEN_BUDGET)] = 8192
+    max_running: Annotated[int, Range(1, MAX_RUNNING)] = 256
     block_tokens: Annotated[int, Range(1, 1 << 20)] = 16
     chunked_prefill: bool = True
 
@@ -135,10 +142,10 @@ class _EngineFile:
 class _PoolFile:
     role: Role
     gpu: Any  # the cost-model keys (gpu ... cost) are checked by the cost model (kvbench/sim/cost/config.py)
-    instances: Annotated[int, Range(1)] = 1
+    instances: Annotated[int, Range(1, MAX_INSTANCES)] = 1
     tp: Annotated[int, Range(1)] | None = None  # <= gpus_per_node; None: 1
-    token_budget: Annotated[int, Range(1)] | None = None  # engine keys: None takes the [engine] table's value
-    max_running: Annotated[int, Range(1)] | None = None
+    token_budget: Annotated[int, Range(1, MAX_TOKEN_BUDGET)] | None = None  # None takes the [engine] table's value
+    max_running: Annotated[int, Range(1, MAX_RUNNING)] | None = None
     block_tokens: Annotated[int, Range(1, 1 << 20)] | None = None
     chunked_prefill: bool | None = None
     model: Any = None
@@ -210,7 +217,7 @@ class _ClusterFile:
     gpus_per_node: Annotated[int, Range(1, 1024)] = 8
     frontend_ms: Annotated[float, Range(0)] = 0.0
     prefix_caching: bool = True
-    prefix_block_tokens: Annotated[int, Range(1)] = 512
+    prefix_block_tokens: Annotated[int, Range(1, 1 << 20)] = 512
     engine: _EngineFile = field(default_factory=_EngineFile)
     pools: dict[str, _PoolFile] = field(default_factory=dict)
     router: Any = "round_robin"  # a router name or a [router] table (its keys depend on the name)
@@ -226,8 +233,8 @@ def _tokens(src: Source, path: KeyPath, value: Tokens) -> int:
         n = parse_count(value) if isinstance(value, str) else value
     except ValueError as e:
         raise src.error(path, f"{dotted(path)}: {e}") from None
-    if n <= 0:
-        raise src.bad(path, "a token count > 0 like 3000000 or '3M'", value)
+    if not 0 < n <= MAX_TOKENS:
+        raise src.bad(path, f"a token count > 0 and <= {MAX_TOKENS:,} like 3000000 or '3M'", value)
     return n
 
 
@@ -243,6 +250,11 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
         cost["gpus_per_node"] = f.gpus_per_node
         engine = {k: getattr(f.engine if getattr(t, k) is None else t, k) for k in ENGINE_KEYS}
         out.append(PoolCfg(name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), **engine))
+    gpus = sum(p.instances * p.tp for p in out)
+    if gpus > MAX_GPUS:
+        raise src.error(
+            ("pools",), f"pools: {gpus:,} GPUs in all (instances x tp over the pools); at most {MAX_GPUS:,}"
+        )
     roles = tuple(sorted({p.role for p in out}))
     if roles not in LAYOUTS or len(out) != len(roles):
         raise src.error(

@@ -88,13 +88,10 @@ class SimTarget:
             raise
 
     def _cancel_all(self) -> None:
+        """CANCEL every open request at the moment of the interruption; one not yet arrived gets no ARRIVE."""
         t = self.loop.now_ns
         emit = self.emit
-        pending = {arg.req_id: arg for _, _, fn, arg in self.loop.pending() if fn == self._arrive}
         for rid in list(self.live):
-            if rid in pending:
-                req = pending[rid]
-                emit((min(req.arrival_ns, t), rid, ARRIVE, None, req.input_tokens, None, None, None, None))
             emit((t, rid, CANCEL, None, None, None, None, None, "interrupted"))
         self.live.clear()
         self.loop.clear()

@@ -81,6 +81,49 @@ def test_impossible_values(tmp_path):
     assert "engine.token_budget" in msg
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "pools.prefill.instances=10000000",
+            "p.toml:6: pools.prefill.instances must be a whole number >= 1 and <= 4,096",
+        ),
+        ("pools.decode.max_running=70000", "pools.decode.max_running must be a whole number >= 1 and <= 65,536"),
+        ("engine.token_budget=20000000", "engine.token_budget must be a whole number >= 1 and <= 16,777,216"),
+        (
+            "pools.prefill.token_budget=20000000",
+            "pools.prefill.token_budget must be a whole number >= 1 and <= 16,777,216",
+        ),
+        ("prefix_block_tokens=2000000", "prefix_block_tokens must be a whole number >= 1 and <= 1,048,576"),
+        (
+            "tiers.pool.capacity_tokens=2000000000000",
+            "tiers.pool.capacity_tokens must be a token count > 0 and <= 1,099,511,627,776",
+        ),
+    ],
+)
+def test_sizes_past_any_real_deployment_are_refused_before_building(tmp_path, override, message):
+    text = GOOD + '\n[tiers.pool]\ncapacity_tokens = "50M"\nlink = "roce-mooncake"\n'
+    assert message in parse_error_of(tmp_path, text, [override])
+
+
+def parse_error_of(tmp_path: Path, text: str, overrides: list[str]) -> str:
+    """The one-line error of reading the profile (parse_cluster alone: nothing is built, whatever the sizes)."""
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    spec = resolve(str(path), overrides)
+    with pytest.raises(ConfigError) as e:
+        parse_cluster(spec.params, spec.source)
+    assert "\n" not in str(e.value)
+    return str(e.value)
+
+
+def test_gpus_in_all_are_bounded(tmp_path):
+    # 4,096 prefill instances of 16 GPUs are 65,536 GPUs: the most; one decode instance more is too many
+    sets = ["gpus_per_node=16", "pools.prefill.tp=16", "pools.prefill.instances=4096", "pools.decode.instances=1"]
+    msg = parse_error_of(tmp_path, GOOD, sets)
+    assert msg.endswith("p.toml: pools: 65,537 GPUs in all (instances x tp over the pools); at most 65,536")
+
+
 def test_zero_bandwidth_link(tmp_path):
     text = GOOD + '\n[tiers.dram]\ncapacity_tokens = "3M"\nlink = { alpha_ns = 1000, bytes_per_s = 0 }\n'
     msg = error_of(tmp_path, text)

@@ -53,6 +53,7 @@ FAULTS = (
     "retry_after_429",
     "retry_after_long",
     "usage_over",
+    "echo_auth",
 )
 HUGE_BYTES = 4 << 20  # the huge chunk: one 4 MiB data line
 MULTILINE_LINES = 4000  # the multi-line event: this many data lines of MULTILINE_LINE_BYTES, one JSON chunk
@@ -98,7 +99,7 @@ def q(run_dir: Path, sql: str) -> list[tuple]:
 class FaultServer:
     """The server process; `base_url` ends in /v1. `ttft_s` delays the first token, `itl_s` each later one;
     `redirect_status` is redirect_same's status; with `fail_every` = k, every k-th completion request received
-    is answered http_500_body whatever its prompt (for synthesised prompts, which name no fault)."""
+    is answered with the fault `fail_with` whatever its prompt (for synthesised prompts, which name no fault)."""
 
     def __init__(
         self,
@@ -107,8 +108,10 @@ class FaultServer:
         stall_s: float = 2.0,
         redirect_status: int = 307,
         fail_every: int = 0,
+        fail_with: str = "http_500_body",
     ):
-        self._args = (ttft_s, itl_s, stall_s, redirect_status, fail_every)
+        assert fail_with in FAULTS
+        self._args = (ttft_s, itl_s, stall_s, redirect_status, fail_every, fail_with)
         self._pipe: Connection | None = None
         self._proc: multiprocessing.process.BaseProcess | None = None
         self.port = 0
@@ -166,9 +169,9 @@ def _serve(pipe: Connection, *args) -> None:
 
 
 class _App:
-    def __init__(self, ttft_s: float, itl_s: float, stall_s: float, redirect_status: int, fail_every: int):
+    def __init__(self, ttft_s: float, itl_s: float, stall_s: float, redirect_status: int, fail_every: int, fail_with):
         self.ttft_s, self.itl_s, self.stall_s, self.redirect_status = ttft_s, itl_s, stall_s, redirect_status
-        self.fail_every = fail_every
+        self.fail_every, self.fail_with = fail_every, fail_with
         self.seen_prefixes: set[str] = set()
         self.attempts: dict[str, int] = {}  # per prompt text: how many times it was asked for
         self.state: dict[str, list] = {"requests": [], "headers": [], "client_ports": [], "paths": []}
@@ -237,8 +240,12 @@ class _App:
             self.seen_prefixes.add(prefix)
         return cached
 
-    def _status(self, fault: str, attempt: int, path: str) -> web.Response | None:
+    def _status(self, fault: str, attempt: int, request: web.Request) -> web.Response | None:
         """The non-200 answer of a fault (None: stream): error statuses, redirects, Retry-After on a first try."""
+        path = request.path
+        if fault == "echo_auth":  # a careless server quoting the credentials it refused, in a 401 body
+            text = json.dumps({"error": {"message": f"invalid credentials {request.headers.get('Authorization')}"}})
+            return web.Response(status=401, text=text, content_type="application/json")
         if fault.startswith("http_"):
             code, with_body = int(fault[5:8]), fault.endswith("body")
             text = json.dumps({"error": {"message": f"injected {code}"}}) if with_body else ""
@@ -263,14 +270,14 @@ class _App:
         prompt = self._prompt_of(body)
         fault, n = fault_of(prompt), body["max_tokens"]
         if self.fail_every and body.get("stream") and len(self.state["requests"]) % self.fail_every == 0:
-            fault = "http_500_body"
+            fault = self.fail_with
         self.attempts[prompt] = attempt = self.attempts.get(prompt, 0) + 1
         usage = {
             "prompt_tokens": count_tokens(prompt),
             "completion_tokens": n,
             "prompt_tokens_details": {"cached_tokens": self._cached(prompt)},
         }
-        answer = self._status(fault, attempt, request.path)
+        answer = self._status(fault, attempt, request)
         if answer is not None:
             return answer
         if not body.get("stream"):  # the calibration probe: one JSON answer with usage

@@ -3,6 +3,8 @@
 --   arrived    = the log holds its ARRIVE event
 --   status     = FINISH | ERROR | REJECT | CANCEL, or RUNNING when the log holds no terminal event (killed run)
 --   reason     = class of an ERROR/REJECT/CANCEL detail (text before the first ':')
+--   interrupted_unsent = cancelled by an interruption (reason 'interrupted') before its SEND: the run was stopped
+--                before this request left the client; not part of the measured load (see run_totals)
 --   input_tokens = requests.input_tokens, else the ARRIVE event's tokens (a foreign or partial log without a
 --                requests table still has prompt lengths, hence hit ratios and total token throughput)
 --   prompt_tokens = the achieved prompt length: N of `prompt_tokens=N` in the FINISH event's detail (a real
@@ -42,6 +44,7 @@ timed AS (
     FROM joined j LEFT JOIN tbt t ON j.run = t.run AND j.req_id = t.req_id
 )
 SELECT * EXCLUDE (route_ns, prefill_start_ns),
+    coalesce(status = 'CANCEL' AND reason = 'interrupted' AND send_ns IS NULL, false) AS interrupted_unsent,
     status = 'FINISH'
     AND ($ttft_ns IS NULL OR coalesce(ttft_ns <= $ttft_ns, false))
     AND ($tpot_ns IS NULL OR coalesce(tpot_ns <= $tpot_ns, true))

@@ -6,8 +6,11 @@
 --   ttft/tpot p50, p99 = quantile_cont over the finished requests that ARRIVED in the bucket (latency as a
 --   function of when the load came); good = those meeting the SLOs (of the arrivals in the bucket)
 --   hit_ratio / trace_hit_ratio = cached / prompt and trace-implied / prompt tokens of finished requests arrived
+--   Requests an interruption cancelled before they were sent (interrupted_unsent) are left out: they were not
+--   offered, and their intended arrivals would stretch the series past the interruption.
 WITH b AS (
     SELECT run, arrival_ns // $bucket_ns AS a_b, end_ns // $bucket_ns AS e_b, * EXCLUDE (run) FROM per_request
+    WHERE NOT interrupted_unsent
 ), span AS (
     SELECT run, unnest(range(min(a_b), greatest(max(a_b), coalesce(max(e_b), 0)) + 1)) AS bucket
     FROM b GROUP BY run
