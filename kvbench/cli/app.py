@@ -44,9 +44,9 @@ def _root(
 
 def _register_subcommands() -> None:
     # Each module only declares typer signatures and imports its machinery lazily inside the command bodies.
-    from kvbench.cli import goodput, metrics, replay, report, serve, sim, trace
+    from kvbench.cli import goodput, metrics, replay, report, serve, sim, sweep, trace
 
-    for module in (replay, trace, sim, metrics, report, goodput, serve):
+    for module in (replay, trace, sim, metrics, report, goodput, sweep, serve):
         module.register(app)
 
 

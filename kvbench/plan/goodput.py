@@ -231,7 +231,7 @@ def run_probe(plan: ProbePlan, rate: float) -> Probe:
     return Probe(rate, m.get("slo_attainment") or 0.0, m["requests"], str(run_dir), m.get("arrival_rate"), parts)
 
 
-def _sim_gpus(spec: TargetSpec) -> int | None:
+def sim_gpus(spec: TargetSpec) -> int | None:
     """GPUs of a sim cluster: instances x tensor-parallel degree summed over its pools (None for other targets)."""
     if getattr(spec, "kind", None) != "sim":
         return None
@@ -318,7 +318,7 @@ def goodput_command(
     )
     console = Console(stderr=True)
     result = search(_measure(plan, attainment, console), start_rate or plan.base_rate, attainment, precision)
-    result = replace(result, gpus=gpus or _sim_gpus(plan.spec), slo=_slo_dict(plan.slo))
+    result = replace(result, gpus=gpus or sim_gpus(plan.spec), slo=_slo_dict(plan.slo))
     jpath, cpath = write_result(result, plan.out_dir)
     print(format_result(result))
     console.print(f"curve → {cpath}, {jpath}; probe runs in {plan.out_dir}/")

@@ -24,12 +24,13 @@ def from_trace(path: str | Path, seed: int = 0) -> Workload:
     return for_trace(path, seed)
 
 
-def select(trace: str | Path | None, workload: str | None, seed: int = 0) -> Workload:
-    """The workload named by --trace FILE or --workload NAME|FILE (exactly one of them)."""
-    if trace is not None and workload is None:
+def select(trace: str | Path | None, workload: str | None, seed: int = 0, overrides: tuple[str, ...] = ()) -> Workload:
+    """The workload named by --trace FILE or --workload NAME|FILE (exactly one of them); `overrides`: KEY=VALUE
+    settings of the workload spec's keys."""
+    if trace is not None and workload is None and not overrides:
         return from_trace(trace, seed)
     if trace is None and workload is not None:
-        return build(load_spec(find_workload(workload)), seed)
+        return build(load_spec(find_workload(workload), overrides=overrides), seed)
     raise ConfigError("give exactly one of --trace FILE or --workload NAME|FILE")
 
 

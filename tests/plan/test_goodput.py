@@ -139,9 +139,9 @@ def test_goodput_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_gpus_of_a_sim_cluster_are_instances_times_tp() -> None:
-    from kvbench.plan.goodput import _sim_gpus
+    from kvbench.plan.goodput import sim_gpus
     from kvbench.targets import resolve
 
     # adapters/pd-2p2d.toml: 2 prefill + 2 decode instances at tp 1 -> 4 GPUs; fixed targets have none.
-    assert _sim_gpus(resolve("sim:pd-2p2d")) == 4
-    assert _sim_gpus(resolve("fixed:servers=1")) is None
+    assert sim_gpus(resolve("sim:pd-2p2d")) == 4
+    assert sim_gpus(resolve("fixed:servers=1")) is None
