@@ -145,3 +145,32 @@ def test_workload_axis_sets_the_spec_key(tmp_path: Path) -> None:
     assert [r["requests"] for r in rows] == [50, 80]  # the synthetic spec generates `requests` requests
     digests = {read_manifest(tmp_path / "out" / r["run_dir"])["workload"]["digest"] for r in rows}
     assert len(digests) == 2
+
+
+def test_points_against_a_real_endpoint_run_one_at_a_time(tmp_path: Path) -> None:
+    """`kvbench serve` (fixed timing) on 127.0.0.1 as the endpoint: even with --workers 2 the points do not
+    overlap in time, and each finished every request."""
+    from datetime import datetime
+
+    from support.serve_proc import start_serve
+
+    from kvbench.devservers.llamacpp import stop
+
+    proc, url = start_serve("--target", "fixed:ttft_ms=20,itl_ms=5,eos_tokens=4")
+    try:
+        spec = _spec(tmp_path, "concurrency = [1, 2, 4]\n")
+        spec.write_text(
+            spec.read_text()
+            .replace('"fixed:ttft_ms=50,itl_ms=10"', f'"{url}"')
+            .replace("[axes]", "max_requests = 20\n[axes]")
+        )
+        rows = run_sweep(load_sweep(spec), tmp_path / "out", workers=2)
+    finally:
+        stop(proc)
+    assert [(r["status"], r["finished"]) for r in rows] == [("complete", 20)] * 3
+    spans = []
+    for r in rows:
+        m = read_manifest(tmp_path / "out" / r["run_dir"])
+        spans.append((datetime.fromisoformat(m["started_at"]), datetime.fromisoformat(m["finished_at"])))
+    spans.sort()
+    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:]))
