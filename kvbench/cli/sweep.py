@@ -12,7 +12,7 @@ from kvbench.cli.command import Command
 from kvbench.cli.options import OUTPUT, TARGET
 
 if TYPE_CHECKING:
-    from kvbench.plan.sweep import Counts
+    from kvbench.plan.progress import Counts
 
 Spec = Annotated[Path, typer.Argument(help="Sweep spec (TOML): workload, base target, axes or listed points.")]
 Out = Annotated[

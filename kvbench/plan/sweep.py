@@ -7,36 +7,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kvbench.config import ConfigError
 from kvbench.plan.points import check_job, finished, finished_row, point_target, run_point
+from kvbench.plan.progress import Counts, Progress
 from kvbench.plan.sweepspec import PointJob, Sweep
 
 POINTS = "points"
 MANIFEST = "sweep.json"
 TABLE = "sweep.parquet"
-
-
-@dataclass
-class Counts:
-    """What the progress bar shows."""
-
-    total: int
-    done: int = 0  # finished before this run (skipped) or during it
-    running: int = 0
-    failed: int = 0  # ended without completing (error, failed, interrupted)
-    skipped: int = 0
-
-    @property
-    def left(self) -> int:
-        return self.total - self.done - self.failed - self.running
-
-
-Progress = Callable[[Counts], None]
 
 
 def prepare(sweep: Sweep, out: Path) -> None:

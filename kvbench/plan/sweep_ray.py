@@ -15,7 +15,7 @@ from kvbench.plan.points import run_point
 from kvbench.plan.sweepspec import PointJob
 
 if TYPE_CHECKING:
-    from kvbench.plan.sweep import Counts
+    from kvbench.plan.progress import Counts
 
 Files = dict[str, bytes]  # path relative to the run directory -> content
 

@@ -91,7 +91,7 @@ def timed_pool(sweep, workers: int) -> float:
 
 
 def _quiet(sweep):
-    from kvbench.plan.sweep import Counts
+    from kvbench.plan.progress import Counts
 
     return Counts(len(sweep.jobs)), lambda c: None
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from kvbench.eventlog import read_manifest
-from kvbench.plan.sweep import Counts, run_sweep
+from kvbench.plan.progress import Counts
+from kvbench.plan.sweep import run_sweep
 from kvbench.plan.sweepspec import load_sweep
 
 N, GAP_MS = 100, 200  # a constant trace: 100 requests 200 ms apart (5 req/s)
