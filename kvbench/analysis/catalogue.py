@@ -147,6 +147,21 @@ CATALOGUE: tuple[Metric, ...] = (
            uses_slo=True),
     Metric("slo_attainment", "SLO attainment", "", HIGHER, "run_totals", "slo_attainment", display=PCT,
            headline=True, report=True, sample=("good::DOUBLE", "NOT interrupted_unsent"), uses_slo=True),
+    # each SLO on its own (slo_parts.sql): which one a run fails, e.g. in goodput.csv
+    Metric("finished_ratio", "finished share", "", HIGHER, "slo_parts", "finished_ratio", display=PCT),
+    Metric("ttft_attainment", "SLO attainment, TTFT", "", HIGHER, "slo_parts", "ttft_attainment", display=PCT,
+           uses_slo=True),
+    Metric("tpot_attainment", "SLO attainment, TPOT", "", HIGHER, "slo_parts", "tpot_attainment", display=PCT,
+           uses_slo=True),
+    Metric("e2el_attainment", "SLO attainment, E2E", "", HIGHER, "slo_parts", "e2el_attainment", display=PCT,
+           uses_slo=True),
+    Metric("tbt_attainment", "SLO attainment, TBT", "", HIGHER, "slo_parts", "tbt_attainment", display=PCT,
+           uses_slo=True),
+    # arrival rates (arrivals.sql): what the run delivered, and what its schedule offered (they differ on session
+    # workloads, whose later turns wait for answers): facts of the load, better neither way
+    Metric("arrival_rate", "arrival rate, achieved", "req/s", NEITHER, "arrivals", "arrived_per_ns", report=True),
+    Metric("scheduled_rate", "arrival rate, scheduled", "req/s", NEITHER, "arrivals", "scheduled_per_ns",
+           report=True),
     # latency distributions over finished requests (latency.sql; ITL pooled over their gaps, itl.sql)
     _latency("ttft_ms", "TTFT", "ttft_ns", MEAN_P50_P99, ALL4),
     _latency("tpot_ms", "TPOT", "tpot_ns", MEAN_P50_P99, ALL4),

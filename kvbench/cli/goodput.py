@@ -58,7 +58,10 @@ Arrivals = Annotated[
     GoodputArrivals,
     typer.Option(
         "--arrivals",
-        help="scale: time-scale the trace's arrivals; poisson: Poisson arrivals at the rate.",
+        help="scale: time-scale the trace's arrivals; poisson: Poisson arrivals at the rate. On session workloads "
+        "both scale the rate of session starts (a later turn waits for the previous answer and its think time), "
+        "so fewer requests may arrive than the nominal rate: each probe records the achieved rate, goodput is the "
+        "achieved rate of the best passing probe, and a gap over 5 % is warned about.",
         rich_help_panel=TIMING,
     ),
 ]

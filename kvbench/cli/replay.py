@@ -54,7 +54,11 @@ TimeScale = Annotated[
 Rate = Annotated[
     float | None,
     typer.Option(
-        "--rate", help="Re-time arrivals as a Poisson process at this many requests/s.", rich_help_panel=TIMING
+        "--rate",
+        help="Re-time arrivals as a Poisson process at this many requests/s. On session workloads the session "
+        "starts are re-timed (at R x sessions/requests): later turns wait for the previous answer and think time, "
+        "so the achieved rate (in the summary) can fall short of R.",
+        rich_help_panel=TIMING,
     ),
 ]
 Concurrency = Annotated[

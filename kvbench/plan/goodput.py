@@ -15,6 +15,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvbench.analysis.rates import Rates, rate_warning
 from kvbench.config import ConfigError
 
 if TYPE_CHECKING:  # the runner, targets and workloads load when a search runs: `kvbench report` reads goodput.json
@@ -27,12 +28,33 @@ if TYPE_CHECKING:  # the runner, targets and workloads load when a search runs: 
 MAX_DOUBLINGS = 16  # 2**16 x the start rate: a target that never fails is reported as "not bracketed"
 
 
+SLO_PARTS = ("finished_ratio", "ttft_attainment", "tpot_attainment", "e2el_attainment", "tbt_attainment")
+PART_NAMES = {"finished_ratio": "errors", "ttft_attainment": "ttft", "tpot_attainment": "tpot"} | {
+    "e2el_attainment": "e2el",
+    "tbt_attainment": "tbt",
+}
+
+
 @dataclass(frozen=True)
 class Probe:
-    rate: float  # requests/s offered
+    rate: float  # requests/s asked for (nominal): the search's knob
     attainment: float  # good requests / requests sent, 0..1
     requests: int
     run_dir: str = ""
+    achieved_rate: float | None = None  # arrivals/s measured from the log; None: not measured (taken as `rate`)
+    parts: dict[str, float | None] = field(default_factory=dict)  # SLO_PARTS: each SLO's own attainment
+
+    @property
+    def achieved(self) -> float:
+        return self.rate if self.achieved_rate is None else self.achieved_rate
+
+    def failed(self, target: float) -> str:
+        """What kept the probe below `target`: '' (it passed), the SLOs whose own attainment is below it
+        ('ttft+tpot'; 'errors' when too few requests finished), or 'joint' (each alone passes, not all at once)."""
+        if self.attainment >= target:
+            return ""
+        below = [PART_NAMES[k] for k in SLO_PARTS if (v := self.parts.get(k)) is not None and v < target]
+        return "+".join(below) or "joint"
 
 
 @dataclass(frozen=True)
@@ -45,9 +67,18 @@ class GoodputResult:
     gpus: int | None = None
     slo: dict = field(default_factory=dict)
 
+    def probe_at(self, rate: float | None) -> Probe | None:
+        return next((p for p in self.probes if p.rate == rate), None) if rate is not None else None
+
+    @property
+    def goodput(self) -> float | None:
+        """The achieved arrival rate of the highest probe seen to pass (None: none passed)."""
+        p = self.probe_at(self.rate)
+        return None if self.rate is None else p.achieved if p is not None else self.rate
+
     @property
     def per_gpu(self) -> float | None:
-        return None if self.rate is None or not self.gpus else self.rate / self.gpus
+        return None if self.goodput is None or not self.gpus else self.goodput / self.gpus
 
     def curve(self) -> list[Probe]:
         """Probes ordered by rate: the attainment curve that was measured."""
@@ -110,24 +141,40 @@ def trace_rate(arrivals_ns: list[int]) -> float:
 def write_result(result: GoodputResult, out_dir: Path) -> tuple[Path, Path]:
     """goodput.json (result and curve) and goodput.csv (the curve) in `out_dir`; `kvbench report` draws them."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    fail = result.probe_at(result.fail_rate)
     doc = {
         "kind": "goodput",
         "target": result.target,
         "precision": result.precision,
-        "rate": result.rate,
-        "fail_rate": result.fail_rate,
+        "goodput": result.goodput,  # achieved req/s of the highest passing probe
+        "rate": result.rate,  # its nominal rate
+        "fail_rate": result.fail_rate,  # the lowest failing probe's nominal rate ...
+        "achieved_fail_rate": fail.achieved if fail is not None else None,  # ... and its achieved one
         "gpus": result.gpus,
         "per_gpu": result.per_gpu,
         "slo": result.slo,
-        "curve": [asdict(p) for p in result.curve()],
+        "curve": [asdict(p) | {"achieved_rate": p.achieved, "failed": p.failed(result.target)} for p in result.curve()],
     }
     jpath, cpath = out_dir / "goodput.json", out_dir / "goodput.csv"
     jpath.write_text(json.dumps(doc, indent=2) + "\n")
-    lines = ["rate,attainment,requests,run_dir"] + [
-        f"{p.rate:.6g},{p.attainment:.6f},{p.requests},{p.run_dir}" for p in result.curve()
-    ]
-    cpath.write_text("\n".join(lines) + "\n")
+    cpath.write_text(curve_csv(result))
     return jpath, cpath
+
+
+def curve_csv(result: GoodputResult) -> str:
+    """goodput.csv: one line per probe, by rate: nominal and achieved rate, attainment, which SLO failed, each
+    SLO's own attainment (empty: that SLO was not given), requests, run directory."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(["rate", "attainment", "achieved_rate", "failed", *SLO_PARTS, "requests", "run_dir"])
+    for p in result.curve():
+        parts = ["" if (v := p.parts.get(k)) is None else f"{v:.6f}" for k in SLO_PARTS]
+        cells = [f"{p.rate:.6g}", f"{p.attainment:.6f}", f"{p.achieved:.6g}", p.failed(result.target), *parts]
+        out.writerow([*cells, p.requests, p.run_dir])
+    return buf.getvalue()
 
 
 def read_result(path: Path) -> dict[str, Any]:
@@ -140,6 +187,11 @@ def read_result(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("kind") != "goodput" or not isinstance(doc.get("curve"), list):
         raise ConfigError(f"{p}: not a goodput result (expected kind 'goodput' and a 'curve' list)")
     return doc
+
+
+def goodput_of(doc: dict[str, Any]) -> float | None:
+    """A goodput.json's goodput: the achieved rate (results written before it was recorded: the nominal one)."""
+    return doc["goodput"] if "goodput" in doc else doc.get("rate")
 
 
 @dataclass(frozen=True)
@@ -157,8 +209,11 @@ class ProbePlan:
 
 
 def run_probe(plan: ProbePlan, rate: float) -> Probe:
-    """One real run at `rate` requests/s into its own subdirectory; attainment from the per-request SQL view."""
-    from kvbench.analysis.metrics import open_runs, per_request
+    """One real run at `rate` requests/s into its own subdirectory; attainment (all SLOs, and each alone) and the
+    achieved arrival rate from the run's SQL figures. Session workloads: the rate of session starts is scaled."""
+    from dataclasses import replace
+
+    from kvbench.analysis.figures import summary
     from kvbench.run import RunOptions, execute
     from kvbench.workload import load
 
@@ -166,20 +221,17 @@ def run_probe(plan: ProbePlan, rate: float) -> Probe:
     if plan.arrivals == "poisson":
         wl, scale = load.retime_poisson(wl, rate, plan.seed), 1.0
     wl = load.shape(wl, time_scale=scale, max_requests=plan.max_requests)
+    wl = replace(wl, shaping={**wl.shaping, "nominal_rate_per_s": rate})
     run_dir = plan.out_dir / f"rate-{rate:.6g}"
     _, stats = execute(wl, plan.spec, RunOptions(plan.seed, None, run_dir))
     if stats.status == "interrupted":  # Ctrl-C during a probe ends the search (exit 130), the runs are kept
         raise KeyboardInterrupt
-    con = open_runs([run_dir])
-    try:
-        df = per_request(con, plan.slo)
-    finally:
-        con.close()
-    attained = float(df["good"].fillna(False).astype(bool).mean()) if len(df) else 0.0
-    return Probe(rate, attained, len(df), str(run_dir))
+    m = summary(run_dir, plan.slo)
+    parts = {k: m.get(k) for k in SLO_PARTS}
+    return Probe(rate, m.get("slo_attainment") or 0.0, m["requests"], str(run_dir), m.get("arrival_rate"), parts)
 
 
-def _sim_gpus(spec: TargetSpec) -> int | None:
+def sim_gpus(spec: TargetSpec) -> int | None:
     """GPUs of a sim cluster: instances x tensor-parallel degree summed over its pools (None for other targets)."""
     if getattr(spec, "kind", None) != "sim":
         return None
@@ -276,7 +328,7 @@ def goodput_command(
     )
     console = Console(stderr=True)
     result = search(_measure(plan, attainment, console), start_rate or plan.base_rate, attainment, precision)
-    result = replace(result, gpus=gpus or _sim_gpus(plan.spec), slo=_slo_dict(plan.slo))
+    result = replace(result, gpus=gpus or sim_gpus(plan.spec), slo=_slo_dict(plan.slo))
     jpath, cpath = write_result(result, plan.out_dir)
     print(format_result(result))
     console.print(f"curve → {cpath}, {jpath}; probe runs in {plan.out_dir}/")
@@ -291,8 +343,16 @@ def _measure(plan: ProbePlan, attainment: float, console: Console) -> Callable[[
         with console.status(f"probe {len(done) + 1}: {rate:,.4g} req/s"):
             p = run_probe(plan, rate)
         done.append(p)
-        verdict = "[green]pass[/]" if p.attainment >= attainment else "[red]fail[/]"
-        console.print(f"  {rate:>12,.4f} req/s  attainment {p.attainment:7.2%}  {verdict}  ({p.requests:,} requests)")
+        failed = p.failed(attainment)
+        verdict = f"[red]fail[/] ({failed})" if failed else "[green]pass[/]"
+        console.print(
+            f"  {rate:>10,.4f} → {p.achieved:>10,.4f} req/s (nominal → achieved)  attainment {p.attainment:7.2%}  "
+            f"{verdict}  ({p.requests:,} requests)",
+            soft_wrap=True,
+        )
+        warning = rate_warning(Rates(p.achieved_rate, rate, None, "asked"))
+        if warning:
+            console.print(f"  [yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
         return p
 
     return measure
@@ -303,18 +363,22 @@ def _slo_dict(slo: Slo | None) -> dict[str, float]:
 
 
 def format_result(result: GoodputResult) -> str:
-    """The measured curve and the answer, as plain text."""
-    lines = ["rate (req/s)   attainment", *(f"{p.rate:12.4f}   {p.attainment:9.2%}" for p in result.curve())]
+    """The measured curve and the answer, as plain text: rates are achieved (arrivals measured in the log), with
+    the nominal rate each probe asked for beside them."""
+    lines = ["nominal (req/s)   achieved (req/s)   attainment   failed"]
+    lines += [
+        f"{p.rate:15.4f}   {p.achieved:16.4f}   {p.attainment:10.2%}   {p.failed(result.target) or '-'}"
+        for p in result.curve()
+    ]
     slo = ", ".join(f"{k}<={v:g}ms" for k, v in result.slo.items())
-    if result.rate is None:
+    if result.rate is None or result.goodput is None:
         lines.append(f"goodput: none — attainment < {result.target:.0%} even at {result.fail_rate:.4g} req/s ({slo})")
         return "\n".join(lines)
-    bound = (
-        f"fails at {result.fail_rate:.4g}" if result.fail_rate is not None else "never failed: upper bound not found"
-    )
+    fail = result.probe_at(result.fail_rate)
+    bound = f"fails at {fail.achieved:.4g}" if fail is not None else "never failed: upper bound not found"
     per_gpu = f", {result.per_gpu:.4g} req/s per GPU ({result.gpus} GPUs)" if result.per_gpu is not None else ""
     lines.append(
-        f"goodput: {result.rate:.4g} req/s at >= {result.target:.0%} attainment{per_gpu} "
-        f"[{bound}; precision {result.precision:.0%}] ({slo})"
+        f"goodput: {result.goodput:.4g} req/s achieved (nominal {result.rate:.4g}) at >= {result.target:.0%} "
+        f"attainment{per_gpu} [{bound}; precision {result.precision:.0%}] ({slo})"
     )
     return "\n".join(lines)

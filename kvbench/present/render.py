@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvbench.analysis.rates import rate_warning, rates_of
+from kvbench.plan.goodput import goodput_of
 from kvbench.present import fmt
 from kvbench.present.rows import Row, delta
 from kvbench.present.summary import client_lag_warning
@@ -100,7 +102,14 @@ def _runs_html(runs: list[RunData], palette: dict[str, Any]) -> str:
     for label, get in META_FIELDS:
         rows.append([esc(label)] + [esc(get(r.manifest)) if get(r.manifest) is not None else "–" for r in runs])
     rows.append(["SLO (ms)"] + [esc(fmt.limits(r.slo) or "none") for r in runs])
+    rows.append(["nominal arrival rate (req/s)"] + [esc(nominal_text(r)) for r in runs])
     return _table(head, rows, num_from=len(head))
+
+
+def nominal_text(r: RunData) -> str:
+    """'40 (asked)' or '7.609 (schedule)': the rate the run's achieved arrival rate is held against."""
+    rates = rates_of(r.manifest, r.summary)
+    return f"{fmt.number(rates.nominal, fmt.BRIEF)} ({rates.source})"
 
 
 def _summary_html(runs: list[RunData], rows: list[Row]) -> str:
@@ -123,7 +132,11 @@ def _comparison_html(runs: list[RunData], rows: list[Row]) -> str:
 
 
 def _rate(doc: dict[str, Any]) -> str:
-    return "none" if doc.get("rate") is None else fmt.number(doc["rate"], fmt.BRIEF)
+    return "none" if goodput_of(doc) is None else fmt.number(goodput_of(doc), fmt.BRIEF)
+
+
+def _nominal(doc: dict[str, Any]) -> str:
+    return fmt.number(doc.get("rate"), fmt.BRIEF)
 
 
 def _per_gpu(doc: dict[str, Any]) -> str:
@@ -134,9 +147,10 @@ def _goodput_html(goodputs: list[Goodput]) -> str:
     rows = []
     for label, doc in goodputs:
         slo = fmt.limits(doc.get("slo") or {})
-        cells = [label, fmt.share(doc["target"]), slo, _rate(doc), _per_gpu(doc), len(doc["curve"])]
+        cells = [label, fmt.share(doc["target"]), slo, _rate(doc), _nominal(doc), _per_gpu(doc), len(doc["curve"])]
         rows.append([esc(c) for c in cells])
-    return _table(["search", "attainment target", "SLO (ms)", "goodput (req/s)", "per GPU", "probes"], rows, num_from=3)
+    head = ["search", "attainment target", "SLO (ms)", "goodput, achieved (req/s)", "nominal (req/s)", "per GPU"]
+    return _table([*head, "probes"], rows, num_from=3)
 
 
 def _failures_html(runs: list[RunData]) -> str:
@@ -159,9 +173,12 @@ def _figure_html(s: Section) -> str:
     )
 
 
-def lag_warnings(runs: list[RunData]) -> list[str]:
-    """The client-lag warning of each run whose run.json says the client fell behind (plain, unescaped text)."""
-    return [w for w in (client_lag_warning(r.manifest.get("client_lag"), r.name) for r in runs) if w]
+def run_warnings(runs: list[RunData]) -> list[str]:
+    """Per run (plain, unescaped text): the client-lag warning when run.json says the client fell behind, and the
+    arrival-rate warning when the achieved rate is more than 5 % from the nominal one."""
+    lag = [client_lag_warning(r.manifest.get("client_lag"), r.name) for r in runs]
+    rate = [(r.name, rate_warning(rates_of(r.manifest, r.summary))) for r in runs]
+    return [w for w in lag if w] + [f"run {name}: {w}" for name, w in rate if w]
 
 
 def render_html(
@@ -186,7 +203,7 @@ def render_html(
     title = "kvbench report" + (f": {runs[0].name}" if len(runs) == 1 else "")
     nav = "".join(f'<a href="#{k}">{esc(t)}</a>' for k, t, _ in parts)
     body = "".join(f'<section id="{k}"><h2>{esc(t)}</h2>{content}</section>' for k, t, content in parts)
-    warn = "".join(f'<div class="warn" role="alert">⚠ Warning: {esc(w)}</div>' for w in lag_warnings(runs))
+    warn = "".join(f'<div class="warn" role="alert">⚠ Warning: {esc(w)}</div>' for w in run_warnings(runs))
     sub = f"{len(runs)} run{'s' if len(runs) != 1 else ''}" + (f", {len(goodputs)} goodput search" if goodputs else "")
     return (
         f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -204,7 +221,7 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 def _md_runs(runs: list[RunData], rows: list[Row]) -> list[str]:
     out = _md_table(
-        ["run", "status", "workload", "target", "SLO (ms)"],
+        ["run", "status", "workload", "target", "SLO (ms)", "nominal rate (req/s)"],
         [
             [
                 md_esc(r.name),
@@ -212,6 +229,7 @@ def _md_runs(runs: list[RunData], rows: list[Row]) -> list[str]:
                 md_esc((r.manifest.get("workload") or {}).get("name")),
                 md_esc((r.manifest.get("target") or {}).get("name")),
                 md_esc(fmt.limits(r.slo, le="<=") or "none"),
+                md_esc(nominal_text(r)),
             ]
             for r in runs
         ],
@@ -241,7 +259,7 @@ def _md_comparison(runs: list[RunData], rows: list[Row]) -> list[str]:
 def render_md(runs: list[RunData], rows: list[Row], goodputs: list[Goodput]) -> str:
     """The report as Markdown (no figures): runs, summary, comparison, goodput searches, failures."""
     out = ["# kvbench report", ""]
-    out += [line for w in lag_warnings(runs) for line in (f"> **⚠ Warning:** {md_esc(w)}", "")]
+    out += [line for w in run_warnings(runs) for line in (f"> **⚠ Warning:** {md_esc(w)}", "")]
     if runs:
         out += _md_runs(runs, rows)
     if len(runs) > 1:
@@ -249,8 +267,11 @@ def render_md(runs: list[RunData], rows: list[Row], goodputs: list[Goodput]) -> 
     if goodputs:
         out += ["", "## Goodput search", ""]
         out += _md_table(
-            ["search", "target", "goodput (req/s)", "per GPU"],
-            [[md_esc(label), fmt.share(doc["target"]), _rate(doc), _per_gpu(doc)] for label, doc in goodputs],
+            ["search", "target", "goodput, achieved (req/s)", "nominal (req/s)", "per GPU"],
+            [
+                [md_esc(label), fmt.share(doc["target"]), _rate(doc), _nominal(doc), _per_gpu(doc)]
+                for label, doc in goodputs
+            ],
         )
     failures = [[md_esc(r.name), md_esc(k), md_esc(d), fmt.count(n)] for r in runs for k, d, n in r.failures]
     if failures:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvbench.plan.goodput import goodput_of
 from kvbench.present import fmt
 from kvbench.present.collect import CDF_POINTS, KV_SAMPLE, RunData
 
@@ -149,8 +150,9 @@ def build_sections(
             Section(
                 f"goodput-{len(sections)}",
                 f"SLO attainment vs rate: {label}",
-                "Each point is one probe run; goodput is the highest rate meeting the target.",
-                _png(attainment_curve(curve, doc["target"], doc.get("rate"))),
+                "Each point is one probe run at the arrival rate it achieved (dash-dotted: the nominal rate it "
+                "asked for); goodput is the achieved rate of the highest probe meeting the target.",
+                _png(attainment_curve(curve, doc["target"], goodput_of(doc))),
             )
         )
     cdf = _concat([r.cdf for r in runs])

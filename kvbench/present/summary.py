@@ -15,6 +15,7 @@ from kvbench.analysis.bootstrap import samples
 from kvbench.analysis.catalogue import STATS, Metric
 from kvbench.analysis.figures import figures
 from kvbench.analysis.metrics import timeseries
+from kvbench.analysis.rates import Rates, rate_warning, rates_of
 from kvbench.analysis.runset import check_run, open_runs
 from kvbench.analysis.slo import Slo, slo_from_manifest
 from kvbench.config import ConfigError
@@ -59,6 +60,7 @@ def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) ->
             "status": _status(manifest),
             **lag,
             "slo_ms": slo.as_ms(),
+            "rates": rates_doc(rates_of(manifest, figs)),
             "metrics": figs,
             "samples": samples(con, seed=int(manifest.get("seed") or 0)),
             "timeseries": {"bucket_s": bucket_s, **series},
@@ -76,6 +78,33 @@ def client_lag_warning(client_lag: Any, run: Any) -> str | None:
         f"run {run}: the client fell behind the schedule: send lag p99 {p99} ms > threshold {threshold} ms; "
         f"its latencies (TTFT, E2E) include client delay"
     )
+
+
+def rates_doc(r: Rates) -> dict[str, Any]:
+    """summary.json's "rates": achieved and nominal arrival rates (req/s), where the nominal one came from."""
+    return {
+        "achieved_per_s": r.achieved,
+        "nominal_per_s": r.nominal,
+        "nominal_source": r.source,
+        "scheduled_per_s": r.scheduled,
+        "gap": r.gap,
+    }
+
+
+def rates_from_doc(doc: dict[str, Any]) -> Rates | None:
+    """The Rates of a summary document (None for one written before rates were recorded)."""
+    d = doc.get("rates")
+    if not isinstance(d, dict):
+        return None
+    return Rates(d.get("achieved_per_s"), d.get("nominal_per_s"), d.get("scheduled_per_s"), d.get("nominal_source", ""))
+
+
+def rates_text(r: Rates) -> str:
+    """'13.48 req/s achieved, nominal 40 req/s (asked; −66 %), scheduled 39.03 req/s'."""
+    num = fmt.number
+    gap = "" if r.gap is None else f"; {fmt.signed(round(100 * r.gap, 1))} %"
+    text = f"{num(r.achieved)} req/s achieved, nominal {num(r.nominal)} req/s ({r.source}{gap})"
+    return text + (f", scheduled {num(r.scheduled)} req/s" if r.source != "schedule" else "")
 
 
 def _status(manifest: dict) -> str:
@@ -154,8 +183,9 @@ def latency_table(m: dict[str, Any], title: str) -> Table:
     return t
 
 
-def totals_table(m: dict[str, Any], slo_ms: dict[str, float]) -> Table:
-    """Counts, duration, throughput, SLO, cache, input length, failures, KV transfers and preemptions as lines."""
+def totals_table(m: dict[str, Any], slo_ms: dict[str, float], rates: Rates | None = None) -> Table:
+    """Counts, duration, arrival rates, throughput, SLO, cache, input length, failures, KV transfers and
+    preemptions as lines."""
     from rich.table import Table
 
     n, num = fmt.count, fmt.number
@@ -166,13 +196,17 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float]) -> Table:
         f"{n(m['rejected'])} rejected, {n(m['cancelled'])} cancelled, {n(m['running'])} still running)",
     )
     t.add_row("duration", f"{num(m['duration_s'], fmt.DECIMALS)} s (first ARRIVE to last terminal event)")
+    if rates is not None:
+        t.add_row("arrival rate", rates_text(rates))
     t.add_row(
         "throughput",
         f"{num(m['request_throughput'])} req/s, {num(m['output_token_throughput'])} output tok/s, "
         f"{num(m['total_token_throughput'])} total tok/s",
     )
     slo = fmt.limits(slo_ms, unit=" ms") or "none given (good = finished)"
-    t.add_row("SLO", f"{slo}: attainment {num(m['slo_attainment'])}, goodput {num(m['goodput'])} req/s")
+    parts = ", ".join(f"{s.label.rsplit(' ', 1)[-1]} {num(m[s.key])}" for s in slo_parts() if m.get(s.key) is not None)
+    parts = f" ({parts})" if parts else ""
+    t.add_row("SLO", f"{slo}: attainment {num(m['slo_attainment'])}{parts}, goodput {num(m['goodput'])} req/s")
     t.add_row("prefix cache", f"hit ratio {num(m['prefix_hit_ratio'])} (trace-implied {num(m['trace_hit_ratio'])})")
     if m.get("input_len_delta.count"):
         t.add_row("input length", input_len_text(m))
@@ -189,6 +223,11 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float]) -> Table:
             "preemptions", f"{n(m['preemptions'])} ({n(m['preempted'])} requests), migrations {n(m['migrations'])}"
         )
     return t
+
+
+def slo_parts() -> list[Metric]:
+    """The catalogue's per-SLO attainments (slo_parts.sql), TTFT first."""
+    return [x for x in catalogue.CATALOGUE if x.sql == "slo_parts" and x.uses_slo]
 
 
 def _per_row_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
@@ -259,12 +298,14 @@ def print_summary(doc: dict[str, Any], file: IO[str] | None = None) -> None:
 
     console = Console(file=file, width=max(120, Console(file=file).width))
     run = doc.get("run_id") or doc.get("run_dir")
-    warning = client_lag_warning(doc.get("client_lag"), run)
-    if warning:  # Text, not markup: the run name is the user's
-        console.print(Text(f"warning: {warning}", style="bold yellow"), soft_wrap=True)  # one line, as logged
+    rates = rates_from_doc(doc)
+    rate_note = rate_warning(rates) if rates is not None else None
+    for warning in (client_lag_warning(doc.get("client_lag"), run), rate_note and f"run {run}: {rate_note}"):
+        if warning:  # Text, not markup: the run name is the user's
+            console.print(Text(f"warning: {warning}", style="bold yellow"), soft_wrap=True)  # one line, as logged
     title = f"run {run} ({doc.get('status')})"
     console.print(latency_table(doc["metrics"], title))
-    console.print(totals_table(doc["metrics"], doc.get("slo_ms") or {}))
+    console.print(totals_table(doc["metrics"], doc.get("slo_ms") or {}, rates))
     instances = instances_table(doc["metrics"])
     if instances is not None:
         console.print(instances)

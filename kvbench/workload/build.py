@@ -116,10 +116,17 @@ def trace_requests(spec: WorkloadSpec, fmt: str, seed: Seed) -> Callable[[], Ite
 def retimed(
     make: Callable[[], Iterator[Request]], arrivals: ArrivalSpec, seed: Seed
 ) -> Callable[[], Iterator[Request]]:
-    """Give the stream's requests, in order, the arrival times of a generated process (streaming)."""
+    """Give the stream's session starts (a session's first request, or a request outside sessions), in order, the
+    arrival times of a generated process (streaming): the process's rate is the rate of session starts. A later
+    turn is released when the previous one ends (plus its think time), so it keeps the latest start's time, which
+    only orders the stream."""
 
     def gen() -> Iterator[Request]:
-        for r, t in zip(make(), iter_arrivals_ns(arrivals, seed)):
+        times, started, t = iter_arrivals_ns(arrivals, seed), set(), 0
+        for r in make():
+            if r.session_id < 0 or r.session_id not in started:
+                started.add(r.session_id)
+                t = next(times)
             yield r._replace(arrival_ns=t)
 
     return gen

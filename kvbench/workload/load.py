@@ -24,18 +24,34 @@ def from_trace(path: str | Path, seed: int = 0) -> Workload:
     return for_trace(path, seed)
 
 
-def select(trace: str | Path | None, workload: str | None, seed: int = 0) -> Workload:
-    """The workload named by --trace FILE or --workload NAME|FILE (exactly one of them)."""
-    if trace is not None and workload is None:
+def select(trace: str | Path | None, workload: str | None, seed: int = 0, overrides: tuple[str, ...] = ()) -> Workload:
+    """The workload named by --trace FILE or --workload NAME|FILE (exactly one of them); `overrides`: KEY=VALUE
+    settings of the workload spec's keys."""
+    if trace is not None and workload is None and not overrides:
         return from_trace(trace, seed)
     if trace is None and workload is not None:
-        return build(load_spec(find_workload(workload)), seed)
+        return build(load_spec(find_workload(workload), overrides=overrides), seed)
     raise ConfigError("give exactly one of --trace FILE or --workload NAME|FILE")
 
 
 def retime_poisson(w: Workload, rate: float, seed: int) -> Workload:
-    """The same requests in the same order, re-timed as a Poisson process at `rate` requests/s (--rate)."""
+    """The same requests in the same order, re-timed as a Poisson process at `rate` requests/s (--rate). On a
+    session workload the session starts are re-timed, at `rate` x sessions / requests: the request rate is `rate`
+    while answers keep up (a later turn waits for the previous one's answer and its think time)."""
     finite("--rate", rate, MIN_RATE_PER_S, MAX_RATE_PER_S)
-    return replace(
-        w, make=retimed(w.make, ArrivalSpec("poisson", rate), seed), shaping={**w.shaping, "rate_per_s": rate}
-    )
+    starts, requests = session_starts(w)
+    start_rate = rate * starts / requests if requests else rate
+    shaping = {**w.shaping, "rate_per_s": rate} | ({"start_rate_per_s": start_rate} if starts < requests else {})
+    return replace(w, make=retimed(w.make, ArrivalSpec("poisson", start_rate), seed), shaping=shaping)
+
+
+def session_starts(w: Workload) -> tuple[int, int]:
+    """(session starts, requests) of a workload, a request outside sessions counting as a start (one pass)."""
+    seen: set[int] = set()
+    starts = requests = 0
+    for r in w.requests():
+        requests += 1
+        if r.session_id < 0 or r.session_id not in seen:
+            seen.add(r.session_id)
+            starts += 1
+    return starts, requests

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Literal
 
-from kvbench.config import ConfigError, Range, Source, load_toml, read
+from kvbench.config import ConfigError, Range, Source, apply_overrides, load_toml, read
 from kvbench.workload.arrivals import ArrivalSpec
 from kvbench.workload.dists import LengthSpec
 from kvbench.workload.inputs import find_workload
@@ -93,12 +93,14 @@ class WorkloadSpec:
     components: tuple[Component, ...] = ()
 
 
-def load_spec(path: str | Path, seen: tuple[Path, ...] = ()) -> WorkloadSpec:
-    """Parse and validate one workload spec (and, for mixtures, its components)."""
+def load_spec(path: str | Path, seen: tuple[Path, ...] = (), overrides: tuple[str, ...] = ()) -> WorkloadSpec:
+    """Parse and validate one workload spec (and, for mixtures, its components); `overrides` are dotted
+    KEY=VALUE settings applied to the file's keys first (a sweep's workload axes)."""
     p = Path(path).resolve()
     if p in seen:
         raise ConfigError(f"{p}: mixture refers to itself through {', '.join(s.name for s in seen)}")
     data, text = load_toml(p)
+    data = apply_overrides(data, overrides)
     src = Source(str(p), text)
     f = read(SpecFile, data, src)
     if f.name == "":

@@ -17,6 +17,7 @@ COMMANDS = [
     ("gate",),
     ("report",),
     ("goodput",),
+    ("sweep",),
     ("timeline",),
     ("serve",),
     ("trace", "info"),
@@ -57,6 +58,7 @@ def test_descriptive_defaults_are_not_eaten_as_markup():
     # rich reads "[default: ...]" as a style tag and drops it when it is written into the help string.
     assert "[default: (reports/<run-id>/)]" in help_text("replay")
     assert "[default: (the workload's, from run.json)]" in help_text("report")
+    assert "kvbench[ray]" in help_text("sweep")
 
 
 def test_replay_options_sit_in_panels():

@@ -108,6 +108,13 @@ def test_goodput_on_fixed_target_matches_hand_curve(tmp_path: Path) -> None:
     assert GOODPUT / 1.02 <= doc["rate"] <= GOODPUT <= doc["fail_rate"]
     assert doc["per_gpu"] == pytest.approx(doc["rate"] / 2)
     assert "goodput:" in res.stdout and (out / "goodput.csv").read_text().startswith("rate,attainment")
+    # Without sessions every request arrives on schedule: the achieved rate is the nominal one (to the rounding of
+    # arrival times to whole ns). TPOT is 10 ms <= 20 ms, so a failing probe fails on TTFT alone.
+    assert doc["goodput"] == pytest.approx(doc["rate"], rel=1e-9)
+    for p in doc["curve"]:
+        assert p["achieved_rate"] == pytest.approx(p["rate"], rel=1e-9)
+        assert p["parts"]["tpot_attainment"] == 1.0 and p["parts"]["ttft_attainment"] == p["attainment"]
+        assert p["failed"] == ("" if p["attainment"] >= 0.9 else "ttft")
 
 
 def test_goodput_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -132,9 +139,9 @@ def test_goodput_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_gpus_of_a_sim_cluster_are_instances_times_tp() -> None:
-    from kvbench.plan.goodput import _sim_gpus
+    from kvbench.plan.goodput import sim_gpus
     from kvbench.targets import resolve
 
     # kvbench/presets/adapters/pd-2p2d.toml: 2 prefill + 2 decode instances at tp 1 -> 4 GPUs; fixed targets have none.
-    assert _sim_gpus(resolve("sim:pd-2p2d")) == 4
-    assert _sim_gpus(resolve("fixed:servers=1")) is None
+    assert sim_gpus(resolve("sim:pd-2p2d")) == 4
+    assert sim_gpus(resolve("fixed:servers=1")) is None

@@ -17,9 +17,10 @@
 --   lag_ns     = SEND - arrival_ns                     (client lag; vLLM's client_queue_time)
 --   queue_ns   = PREFILL_START - coalesce(ROUTE, SEND) (simulator only)
 --   tbt_ns     = Mooncake TBT (mean of the request's longest 10 % token gaps, see tbt.sql)
---   good       = status FINISH and every given SLO met: ttft_ns <= $ttft_ns, tpot_ns <= $tpot_ns,
---                e2e_ns <= $e2el_ns, tbt_ns <= $tbt_ns (a NULL threshold is not checked; a one-token request has
---                no TPOT/TBT and meets those; a missing TTFT or E2E does not meet its SLO).
+--   ttft_met, tpot_met, e2el_met, tbt_met = that SLO is met: ttft_ns <= $ttft_ns, tpot_ns <= $tpot_ns,
+--                e2e_ns <= $e2el_ns, tbt_ns <= $tbt_ns; NULL when its threshold is not given (a one-token
+--                request has no TPOT/TBT and meets those; a missing TTFT or E2E does not meet its SLO)
+--   good       = status FINISH and every given SLO met
 CREATE OR REPLACE TEMP TABLE per_request AS
 WITH joined AS (
     SELECT coalesce(e.run, r.run) AS run, coalesce(e.req_id, r.req_id) AS req_id,
@@ -42,12 +43,17 @@ timed AS (
            last_ns - arrival_ns AS e2e_ns, send_ns - arrival_ns AS lag_ns,
            prefill_start_ns - coalesce(route_ns, send_ns) AS queue_ns, t.tbt_ns
     FROM joined j LEFT JOIN tbt t ON j.run = t.run AND j.req_id = t.req_id
+),
+met AS (
+    SELECT *,
+        CASE WHEN $ttft_ns IS NOT NULL THEN coalesce(ttft_ns <= $ttft_ns, false) END AS ttft_met,
+        CASE WHEN $tpot_ns IS NOT NULL THEN coalesce(tpot_ns <= $tpot_ns, true) END AS tpot_met,
+        CASE WHEN $e2el_ns IS NOT NULL THEN coalesce(e2e_ns <= $e2el_ns, false) END AS e2el_met,
+        CASE WHEN $tbt_ns IS NOT NULL THEN coalesce(tbt_ns <= $tbt_ns, true) END AS tbt_met
+    FROM timed
 )
 SELECT * EXCLUDE (route_ns, prefill_start_ns),
     coalesce(status = 'CANCEL' AND reason = 'interrupted' AND send_ns IS NULL, false) AS interrupted_unsent,
-    status = 'FINISH'
-    AND ($ttft_ns IS NULL OR coalesce(ttft_ns <= $ttft_ns, false))
-    AND ($tpot_ns IS NULL OR coalesce(tpot_ns <= $tpot_ns, true))
-    AND ($e2el_ns IS NULL OR coalesce(e2e_ns <= $e2el_ns, false))
-    AND ($tbt_ns IS NULL OR coalesce(tbt_ns <= $tbt_ns, true)) AS good
-FROM timed;
+    status = 'FINISH' AND coalesce(ttft_met, true) AND coalesce(tpot_met, true) AND coalesce(e2el_met, true)
+    AND coalesce(tbt_met, true) AS good
+FROM met;
