@@ -27,17 +27,17 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from kvbench import __version__
 from kvbench.clientlag import client_lag
 from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, EventLog, read_manifest, write_manifest
 from kvbench.records import Request
 from kvbench.redact import redact_argv, redact_params, redact_text, secret_values
-from kvbench.replay import Replayer, ReplayStats
+from kvbench.replayer import Replayer, ReplayStats
 from kvbench.rundir import check_out, claim, fresh
 from kvbench.target import Registration, RunContext, TargetSpec
 from kvbench.targets import registration
 from kvbench.units import NS_PER_MS
+from kvbench.version import __version__
 from kvbench.workload.load import Workload
 
 START_MARGIN_NS = 200 * NS_PER_MS  # a sharded run's t0 is this far after the fork, so every worker is ready at t = 0

@@ -130,7 +130,7 @@ BASE = {"units", "records", "config"}
 
 
 def test_layers_named_here_exist():
-    assert {"analysis", "present", "cli", "workload", "sim", "http", "plan", "replay", "run"} <= LAYERS | BASE
+    assert {"analysis", "present", "cli", "workload", "sim", "http", "plan", "replayer", "run"} <= LAYERS | BASE
     assert BASE <= LAYERS
 
 

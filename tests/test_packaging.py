@@ -61,7 +61,7 @@ def test_import_from_the_folder_holding_a_checkout_named_kvbench(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     version, where = r.stdout.split()
-    assert version == (REPO / "kvbench" / "__init__.py").read_text().split('__version__ = "')[1].split('"')[0]
+    assert version == (REPO / "kvbench" / "version.py").read_text().split('__version__ = "')[1].split('"')[0]
     assert Path(where).name == "__init__.py" and Path(where).parent.name == "kvbench"
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from kvbench.eventlog import EventLog, table_glob
 from kvbench.records import Request
-from kvbench.replay import Replayer
+from kvbench.replayer import Replayer
 from kvbench.target import RunContext
 from kvbench.targets import build, resolve
 

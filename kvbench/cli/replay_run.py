@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from kvbench.replay import ReplayStats
+from kvbench.replayer import ReplayStats
 from kvbench.run import RunOptions, execute, load_run
 from kvbench.rundir import check_out
 from kvbench.targets import resolve

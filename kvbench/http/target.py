@@ -18,7 +18,6 @@ from heapq import heappop, heappush
 
 import orjson
 
-from kvbench import __version__
 from kvbench.config import ConfigError
 from kvbench.http.conn import Connection, Pool, request_head
 from kvbench.http.faults import StreamFault, classify, classify_status, one_line
@@ -33,6 +32,7 @@ from kvbench.records import ARRIVE, CANCEL, LAST_TOKEN, Emit, Event, Request
 from kvbench.redact import redact_text, scrub, secret_values
 from kvbench.target import RunContext, TargetSpec
 from kvbench.units import NS_PER_MS, ns_to_s, s_to_ns
+from kvbench.version import __version__
 
 SPIN_NS = NS_PER_MS  # loop timers have ~1 ms resolution: sleep until this close, then yield-poll the loop
 

@@ -11,7 +11,6 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from kvbench import __version__
 from kvbench.analysis.runset import check_parts, check_run, expand, run_names
 from kvbench.analysis.slo import parse_slo
 from kvbench.config import ConfigError
@@ -21,6 +20,7 @@ from kvbench.present.render import render_html, render_md
 from kvbench.present.rows import summary_rows
 from kvbench.present.sections import build_sections
 from kvbench.units import ns_to_s
+from kvbench.version import __version__
 
 TARGET_BUCKETS = 240  # over-time figures aim at about this many buckets when --bucket is not given
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("pyarrow", "pandas", "duckdb", "numpy", "kvbench.replay", "kvbench.cli.replay_run")
+HEAVY = ("pyarrow", "pandas", "duckdb", "numpy", "kvbench.replayer", "kvbench.cli.replay_run")
 # Runs the CLI in-process and, on the way out, prints which heavy modules had been imported by then.
 PROBE = (
     "import sys\n"
