@@ -270,7 +270,7 @@ def _router(src: Source, router: Any, layout: str) -> tuple[str, tuple]:
     if not isinstance(t, dict):
         raise src.bad(("router",), "a router name or a [router] table", router)
     name = t.get("name", "round_robin")
-    if name not in ROUTER_PARAMS:
+    if not isinstance(name, str) or name not in ROUTER_PARAMS:
         raise src.bad(("router", "name"), f"one of {', '.join(ROUTER_PARAMS)}", name)
     defaults = ROUTER_PARAMS[name]
     reject_unknown(t, ("name", *defaults), src, ("router",))

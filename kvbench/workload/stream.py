@@ -49,7 +49,7 @@ def shape(
 
     A session cut by the window keeps its turns from the first one inside it: that turn becomes the session's
     start (turn 0, at its recorded arrival) and later turns are renumbered from it; see `rebase_sessions`."""
-    finite("--time-scale", time_scale, 0.0, 1e6, low_open=True)
+    finite("--time-scale", time_scale, 1e-6, 1e6)
     finite("--start", start_s, 0.0, MAX_ARRIVAL_S)
     finite("--duration", duration_s, 0.0, MAX_ARRIVAL_S, low_open=True)
     if max_requests is not None and max_requests < 1:

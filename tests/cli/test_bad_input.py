@@ -50,6 +50,12 @@ CASES = {
         {"p.toml": "kind = []\n"},
         "p.toml: key 'kind' must be one of sim, openai, fixed, got []",
     ),
+    "a router name that is a list": (
+        ["replay", "--trace", SAMPLE, "--target", "sim:pd-2p2d", "--set", "router.name=[1,2]"],
+        {},
+        "router.name must be one of",
+    ),
+    "a tiny time scale": (["replay", "--trace", SAMPLE, "--time-scale", "1e-308"], {}, "--time-scale must be a finite"),
     "slo overflow": (["summary", "RUN", "--slo", "ttft=1e308"], {}, "ttft: expected milliseconds > 0 and <= 1e+09"),
     "deeply nested baseline": (["compare", "b.json", "RUN"], {"b.json": "[" * 50_000}, "b.json: not valid JSON"),
     "baseline with non-numbers": (
