@@ -194,7 +194,7 @@ def test_ctrl_c_cancels_every_open_request_once(tmp_path):
     reqs = [Request(i, 0 if i < 4 else 60_000_000_000, 21, 3) for i in range(8)]
     with FaultServer(ttft_s=30.0) as srv:
         _interrupt_when_received(srv, 4)
-        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r")
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", read_timeout_s=60)  # in flight until interrupted
     assert stats.status == "interrupted" and stats.cancelled == 8
     rows = q(
         run_dir,
