@@ -80,6 +80,12 @@ def table_glob(run_dir: str | os.PathLike, table: str = "events") -> str:
     return str(Path(run_dir) / table / "*.parquet")
 
 
+def table_parts(run_dir: str | os.PathLike, table: str = "events") -> list[str]:
+    """The table's Parquet parts as an explicit, sorted list: safe to bind as a value wherever the run's path may
+    hold `[`, `*` or `?`, which a glob would expand."""
+    return sorted(str(p) for p in (Path(run_dir) / table).glob("*.parquet"))
+
+
 def _to_table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
     gc_was_on = gc.isenabled()
     gc.disable()  # transposing ~10^5 rows allocates big tuples; collections here only rescan the buffer (3-5x slower)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvbench.config import ConfigError
-from kvbench.eventlog import SCHEMA_VERSION, TABLES
+from kvbench.eventlog import SCHEMA_VERSION, TABLES, table_parts
 
 if TYPE_CHECKING:
     import duckdb
@@ -68,7 +68,7 @@ def check_parts(run_dir: Path, table: str) -> list[str]:
     import pyarrow.parquet as pq
 
     expected = TABLES[table]
-    files = sorted(str(p) for p in (run_dir / table).glob("*.parquet"))
+    files = table_parts(run_dir, table)
     for f in files:
         try:
             schema = pq.read_schema(f)

@@ -70,12 +70,14 @@ def _none_finished(run_dir: Path, st: ReplayStats) -> str:
     """One line: no request finished, the most common failure class and one of its details."""
     import duckdb
 
+    from kvbench.eventlog import table_parts
+
     top = (
         duckdb.connect()
         .execute(
             "SELECT count(*) AS n, min(detail) FROM read_parquet(?) WHERE kind IN ('ERROR', 'REJECT', 'CANCEL') "
             "GROUP BY split_part(detail, ':', 1) ORDER BY n DESC, min(detail) LIMIT 1",
-            [sorted(str(f) for f in (run_dir / "events").glob("*.parquet"))],
+            [table_parts(run_dir)],
         )
         .fetchone()
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvbench.eventlog import read_manifest
+from kvbench.eventlog import read_manifest, table_parts
 from kvbench.present import fmt
 from kvbench.units import ns_to_us
 
@@ -193,7 +193,7 @@ def _rank_sql() -> str:
 
 def _read(con: duckdb.DuckDBPyConnection, run_dir: Path, max_requests: int) -> tuple[list[tuple], int]:
     """(event rows of the first `max_requests` requests by arrival, total request count)."""
-    files = _parts(run_dir, "events")
+    files = table_parts(run_dir, "events")
     if not files:
         return [], 0  # a run killed before its first flush: an empty trace, not an error
     con.read_parquet(files).create_view("events")  # paths are values, never pasted into SQL
@@ -214,7 +214,7 @@ def _read(con: duckdb.DuckDBPyConnection, run_dir: Path, max_requests: int) -> t
 
 
 def _read_steps(con: duckdb.DuckDBPyConnection, run_dir: Path, t_lo: int, t_hi: int) -> pandas.DataFrame | None:
-    files = _parts(run_dir, "steps")
+    files = table_parts(run_dir, "steps")
     if not files:
         return None
     return con.execute(
@@ -223,11 +223,6 @@ def _read_steps(con: duckdb.DuckDBPyConnection, run_dir: Path, t_lo: int, t_hi: 
         "WHERE end_ns >= ? AND t_ns <= ? ORDER BY instance, t_ns LIMIT ?",
         [files, t_lo, t_hi, MAX_STEPS],
     ).df()
-
-
-def _parts(run_dir: Path, table: str) -> list[str]:
-    """The table's Parquet parts as an explicit list (a glob would also expand `[`, `*` or `?` in the run's path)."""
-    return sorted(str(p) for p in (run_dir / table).glob("*.parquet"))
 
 
 def build_trace(run_dir: str | Path, max_requests: int = DEFAULT_MAX_REQUESTS) -> dict:
