@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from support.metrics_logs import real_run, sim_run, write_run
+from support.metrics_logs import ev, real_run, req, sim_run, write_run
 
 from kvbench.analysis.metrics import (
     Slo,
@@ -220,3 +220,22 @@ def test_parse_slo_errors_are_one_line(text, words):
     with pytest.raises(ConfigError, match=words) as e:
         parse_slo(text)
     assert "\n" not in str(e.value)
+
+
+def test_a_fractional_mean_is_exact_whatever_order_the_values_are_added_in(tmp_path):
+    # TPOT 1/10, 2/10, 3/10 ns (11 tokens over 1, 2, 3 ns). Added as doubles in any order the sum is
+    # 0.6000000000000001 or (3+2+1) a mean of 0.19999999999999998; the exact mean is 0.2 ns.
+    events, requests = [], []
+    for rid in range(3):
+        first_ms = 10.0 * (rid + 1)
+        events += [
+            ev(0, rid, "ARRIVE", tokens=16),
+            ev(0, rid, "SEND"),
+            ev(first_ms, rid, "FIRST_TOKEN", "ep", 1),
+            ev(first_ms + (rid + 1) * 1e-6, rid, "LAST_TOKEN", "ep", 11),
+            ev(first_ms + (rid + 1) * 1e-6, rid, "FINISH", "ep", 11),
+        ]
+        requests.append(req(rid, 0, 16, 11))
+    m = summary(write_run(tmp_path / "exact", events, requests))
+    assert m["tpot_ms.count"] == 3
+    assert m["tpot_ms.mean"] == 0.2 / 1e6
