@@ -4,6 +4,7 @@ and the opt-in rule of the `vllm` marker."""
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,12 @@ from kvbench.devservers.llamacpp import find_binary
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A script that starts the suite as a background job (`pytest ... &`, no job control) hands it SIGINT ignored,
+    # and every replay it starts inherits that; the Ctrl-C tests need SIGINT to arrive as it does at a terminal.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import sys
 import time
 
 import duckdb
+import pytest
 from pytest import approx
 from support.serve_proc import start_serve
 
@@ -67,9 +68,13 @@ def test_figures_of_an_interrupted_fixed_run_by_hand(tmp_path):
     assert doc["samples"]["slo_attainment"]["n"] == 23  # the bootstrap draws from the same denominator
 
 
-def test_sigint_of_a_real_replay_reports_the_time_it_ran(tmp_path):
+@pytest.mark.parametrize(
+    "signum, sigint_ignored", [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)]
+)
+def test_sigint_of_a_real_replay_reports_the_time_it_ran(tmp_path, signum, sigint_ignored):
     # 100 req/s for 60 s against `kvbench serve` (5 ms to the first token, 5 ms a token): interrupted after a few
-    # seconds, the run must report those seconds and ~100 req/s, not 60 s and a fraction of it.
+    # seconds, the run must report those seconds and ~100 req/s, not 60 s and a fraction of it. SIGTERM (a
+    # scheduler's stop) is an interruption too, also for a background job started with SIGINT ignored.
     trace = tmp_path / "t.jsonl"
     rows = ({"timestamp": 10 * i, "input_length": 32, "output_length": 3, "hash_ids": [i]} for i in range(6000))
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -77,15 +82,18 @@ def test_sigint_of_a_real_replay_reports_the_time_it_ran(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-c", "from kvbench.cli.app import main; main()", "replay", "--trace", str(trace)]
     try:
-        replay = subprocess.Popen([*cmd, "--target", url, "--out", str(out), "-q"], stderr=subprocess.PIPE, text=True)
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
+        args = [*cmd, "--target", url, "--out", str(out), "-q"]
+        replay = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(list((out / "events").glob("*.parquet"))) < 3:
             time.sleep(0.05)  # a part a second: the run is ~3 s in
-        os.kill(replay.pid, signal.SIGINT)
+        os.kill(replay.pid, signum)
         _, err = replay.communicate(timeout=60)
     finally:
         stop(server)
     assert replay.returncode == 130, err
+    assert load_run(out)["status"] == "interrupted"
     m = build(out)["metrics"]
     last_cancel, first_cancel = (
         duckdb.connect()

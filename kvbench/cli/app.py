@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
+from types import FrameType
 from typing import Annotated, NoReturn
 
 import typer
@@ -98,8 +100,26 @@ def _is_click_error(e: Exception) -> bool:
     return hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)
 
 
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (a batch scheduler, `timeout`, `kill`) stops a run as Ctrl-C does: the requests still open are
+    cancelled, the logs flushed and run.json says interrupted, rather than losing the buffered events."""
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """Whatever handles Ctrl-C now (asyncio's runner cancels its main task; else KeyboardInterrupt), also when
+    the shell started us with SIGINT ignored (a background job)."""
+    on_sigint = signal.getsignal(signal.SIGINT)
+    if callable(on_sigint):
+        on_sigint(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
 def main() -> None:
     stdout, stdout_file = sys.stdout, _stdout_file()
+    _terminate_as_interrupt()
     try:
         code = app(standalone_mode=False)
     except SystemExit as e:
