@@ -1,14 +1,17 @@
 """Live tier: calibrate the simulator on a real llama-server (workload A), replay another workload (B) on both,
 and bound the sim's error against the server.
 
-Bounds: on the shared 2-core CI machine the same request's server time varies by up to 2x between minutes (other
-jobs compete for the cores), so the calibration and the replay see different machines; the bounds below hold
-that noise with room (figures measured while writing this test are in the commit message and docs/fidelity.md).
+Bounds are on ln(sim / real), so an undershoot fails as surely as an overshoot. On the shared 2-core CI machine the
+same request's server time varies by several times between minutes (other jobs compete for the cores), so the
+calibration and the replay see different machines. Each bound therefore widens by the noise measured in this very
+test: the calibration's scatter about its own fit, and twice the gap between two replays of the same workload on the
+server. On a quiet machine both are small and the bounds are the fixed ones below (docs/fidelity.md).
 Throughput is set by the arrivals below saturation, so it must match closely.
 """
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -53,14 +56,24 @@ def test_calibrated_sim_predicts_the_server(llama_url, tmp_path):
     assert report["prefill_fit_ms"]["c_per_token2"] > 0  # attention: prefill grows faster than the prompt
     wl = workload_b()
     real, stats = execute(wl, spec, RunOptions(0, None, tmp_path / "real"))
+    again, _ = execute(wl, spec, RunOptions(0, None, tmp_path / "again"))
     assert stats.finished == 60
     sim, _ = execute(
         wl, resolve(sim_preset(tmp_path / "sim.toml", tmp_path / "profile.csv")), RunOptions(0, None, tmp_path / "sim")
     )
-    f = compare(sim, real)
+    f, repeat = compare(sim, real), compare(again, real)
     print({(r["key"], r["stat"]): round(r["rel_error"], 3) for r in f.rows if r["rel_error"] is not None})
     assert len(f.pairs) == 60
     assert abs(f.error("request_throughput")) <= THROUGHPUT_BOUND
+    noise = calibration_noise(report)
     for key in ("ttft_ms", "e2e_ms"):
-        assert abs(f.error(key, "p50")) <= P50_BOUND, (key, f.rows)
-        assert abs(f.error(key, "p99")) <= P99_BOUND, (key, f.rows)
+        for stat, bound in (("p50", P50_BOUND), ("p99", P99_BOUND)):
+            allowed = math.log1p(bound) + noise + 2 * abs(math.log1p(repeat.error(key, stat)))
+            assert abs(math.log1p(f.error(key, stat))) <= allowed, (key, stat, noise, repeat.error(key, stat), f.rows)
+
+
+def calibration_noise(report: dict) -> float:
+    """How far the server's own prefill times strayed from one smooth curve while it was calibrated (rms of
+    ln(fitted / measured)): the sim cannot be closer to the server than the server was to itself."""
+    logs = [math.log1p(p["residual"]) for p in report["prefill"]]
+    return math.sqrt(sum(x * x for x in logs) / len(logs))
