@@ -189,11 +189,12 @@ def make_engines(
     for p in cfg.pools:
         cost = costs[p.name]
         _check_pool(cfg, p)
+        size = p.instance_gpus
         for i in range(p.instances):
-            if gpu_at % gpn + p.tp > gpn:  # an instance never straddles two nodes
+            if gpu_at % gpn and gpu_at % gpn + size > gpn:  # an instance starts a node unless it fits the rest
                 gpu_at += gpn - gpu_at % gpn
-            node = gpu_at // gpn
-            gpu_at += p.tp
+            node = gpu_at // gpn  # a multi-node instance (EP, PP) is named by its first node
+            gpu_at += size
             name = f"{p.role.replace('_', '-')}-{i}"
             pricer = make_pricer(cfg, cost, links, rng)
             hbm = Tier(f"hbm:{name}", "hbm", 0) if cfg.prefix_caching and p.role != "decode" else None

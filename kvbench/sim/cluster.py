@@ -58,6 +58,11 @@ class PoolCfg:
     block_tokens: int = 16  # paged-KV block size
     chunked_prefill: bool = True  # Sarathi: prefill chunks ride along decode steps
     cost: tuple[tuple[str, Any], ...] = ()  # the pool's cost-model table (model, gpu, tp, efficiencies, profile)
+    gpus: int = 0  # GPUs of one instance: (ep if ep > 1 else tp) x pp; 0: tp
+
+    @property
+    def instance_gpus(self) -> int:
+        return self.gpus or self.tp
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,13 @@ class _PoolFile:
     mem_fraction: Any = None
     dp_attention: Any = None
     allreduce_link: Any = None
+    ep: Any = None  # the parallel-layout keys are checked by the cost model too (kvbench/sim/cost/parallel.py)
+    pp: Any = None
+    microbatches: Any = None
+    fp8: Any = None
+    ep_link: Any = None
+    ep_intra_link: Any = None
+    pp_link: Any = None
     profile: Any = None
     cost: Any = None  # "aic:BACKEND": step times from AIConfigurator (kvbench/sim/cost/aic.py)
 
@@ -249,11 +261,12 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
         cost.setdefault("model", f.model)
         cost["gpus_per_node"] = f.gpus_per_node
         engine = {k: getattr(f.engine if getattr(t, k) is None else t, k) for k in ENGINE_KEYS}
-        out.append(PoolCfg(name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), **engine))
-    gpus = sum(p.instances * p.tp for p in out)
+        gpus = _instance_gpus(src, name, t, f.gpus_per_node)
+        out.append(PoolCfg(name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), gpus=gpus, **engine))
+    gpus = sum(p.instances * p.instance_gpus for p in out)
     if gpus > MAX_GPUS:
         raise src.error(
-            ("pools",), f"pools: {gpus:,} GPUs in all (instances x tp over the pools); at most {MAX_GPUS:,}"
+            ("pools",), f"pools: {gpus:,} GPUs in all (instances x GPUs per instance); at most {MAX_GPUS:,}"
         )
     roles = tuple(sorted({p.role for p in out}))
     if roles not in LAYOUTS or len(out) != len(roles):
@@ -263,6 +276,21 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
             f"'pre_prefill' + 'prefill' + 'decode' (CPD); got roles {', '.join(p.role for p in out)}",
         )
     return tuple(out)
+
+
+def _instance_gpus(src: Source, name: str, t: _PoolFile, per_node: int) -> int:
+    """GPUs of one instance, (ep or tp) x pp; an instance larger than a node fills whole nodes."""
+    ep, pp = t.ep or 1, t.pp or 1
+    if isinstance(ep, bool) or not isinstance(ep, int) or isinstance(pp, bool) or not isinstance(pp, int):
+        return t.tp or 1  # the cost model reports the bad value with its allowed range
+    gpus = (ep if ep > 1 else t.tp or 1) * pp
+    if gpus > per_node and gpus % per_node:
+        raise src.error(
+            ("pools", name, "ep" if ep > 1 else "pp"),
+            f"pools.{name}: an instance of {gpus} GPUs ((ep or tp) x pp) spans nodes, so it must fill whole nodes "
+            f"of gpus_per_node = {per_node}",
+        )
+    return gpus
 
 
 def _router(src: Source, router: Any, layout: str) -> tuple[str, tuple]:
