@@ -33,6 +33,7 @@ ROUTER_PARAMS: dict[str, dict[str, Any]] = {
         "ttft_slo_ms": 0.0,
         "tbt_slo_ms": 0.0,
         "predict_decode_load": False,
+        "reject_at_decode": False,
     },
     "kv_router": {"prefill_load_scale": 1.0, "temperature": 0.0, "host_hit_weight": 0.75},
     "cpd": {"warm_threshold": 0.5},

@@ -37,7 +37,7 @@ from kvbench.sim.job import DONE, HANDOFF, Job
 from kvbench.sim.kvcache import Tier, walk
 from kvbench.sim.longctx import LongContext
 from kvbench.sim.loop import Loop
-from kvbench.sim.router import ROUTERS, RouterState
+from kvbench.sim.router import ROUTERS, RouterState, decode_gate
 from kvbench.sim.rows import EmitRow, Row
 from kvbench.sim.star import Rescheduler
 from kvbench.sim.transfer import exposed_ns, message_count, transfer_ns
@@ -219,6 +219,9 @@ class SimTarget:
         for tier in self.cluster.write_through:
             tier.insert(job.req.hash_ids)
         dec = job.decode
+        if self.router.params.get("reject_at_decode") and (why := decode_gate(job, dec, self.router)):
+            e.release(job, t)  # Mooncake's reject-at-each-stage baseline: the prefill's work is lost
+            return self._end(t, job, REJECT, e.name, detail=f"slo: {why}")
         job.ctx = job.n_in
         if dec.try_reserve(job, job.ctx):
             self._transfer(t, job, e, dec, overlap=True)
