@@ -72,6 +72,7 @@ class TierCfg:
     capacity_tokens: int
     link: str | tuple[tuple[str, Any], ...]  # link into HBM: a catalog name or an inline LinkSpec table
     write_through: bool = False  # every block an instance releases is written here too (Mooncake Store, CPD)
+    layerwise: bool = False  # loads from here overlap the prefill layer by layer (LMCache, Mooncake)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ class _TierFile:
     capacity_tokens: Tokens
     link: Link | dict[str, Any]  # a catalog name or an inline LinkSpec table
     write_through: bool = False
+    layerwise: bool = False
 
 
 @dataclass(frozen=True)
@@ -322,7 +324,7 @@ def _tiers(src: Source, f: _ClusterFile) -> tuple[TierCfg, ...]:
         if t is not None:
             link = tuple(sorted(t.link.items())) if isinstance(t.link, dict) else t.link
             capacity = _tokens(src, ("tiers", kind, "capacity_tokens"), t.capacity_tokens)
-            out.append(TierCfg(kind, capacity, link, t.write_through))
+            out.append(TierCfg(kind, capacity, link, t.write_through, t.layerwise))
     return tuple(out)
 
 
