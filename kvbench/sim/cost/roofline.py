@@ -28,7 +28,9 @@ is split evenly over the tp GPUs. One step processing `tokens` new tokens costs,
 * allreduce_ns(tokens) = 2 * n_layers * (alpha + 2*(tp-1)/tp * tokens * hidden * 2 bytes / beta_eff) for tp > 1:
   two all-reduces per layer (after attention and after the MLP) of the step's activations, ring algorithm
   (reduce-scatter + all-gather move 2*(tp-1)/tp of the buffer per GPU), one alpha per all-reduce. The link
-  defaults to the measured all-reduce of the GPU's generation (catalog links allreduce-*).
+  defaults to the measured all-reduce of the GPU's generation (catalog links allreduce-*). Under DP attention the
+  attention needs none; the MLP's gather + scatter move one all-reduce's bytes (two alphas per layer).
+* Other layouts (expert parallelism, pipeline stages, FP8) change these per-GPU coefficients: parallel.py.
 
 Capacity: kv_capacity_tokens = (mem_fraction * hbm_bytes * tp - weight_bytes) / (kv_bytes_per_token * tp / kv_div);
 the activation reserve is (1 - mem_fraction) of every GPU's HBM (0.1 by default, vLLM's gpu_memory_utilization=0.9).
