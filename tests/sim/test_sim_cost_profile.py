@@ -9,8 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvbench.config import ConfigError
+from kvbench.sim import spec
 from kvbench.sim.cost.config import cost_model
 from kvbench.sim.cost.profile import ProfileCost
+from kvbench.sim.cost.roofline import CostModel
 from kvbench.sim.spec_decode import verify_step_ns
 
 PROFILE = """prefill_tokens,context_tokens,batch,kv_tokens,time_ms
@@ -117,3 +119,19 @@ def test_profile_verify_step(prof: ProfileCost) -> None:
     # batch 2 verifying k=3 (4 tokens each) at 2000 KV: intercept of batch 8 (6 ms, the GEMMs of 8 tokens) plus
     # the KV slope of batch 2 (1000 - 500/7 = 928.57 ns/token) * 2000 = 1,857,142.9 -> 7,857,142 (+-1)
     assert abs(verify_step_ns(prof, 2, 2000, 3) - 7_857_142) <= 1
+
+
+def test_a_short_ladder_extrapolates_the_roofline_it_was_measured_from(tmp_path: Path) -> None:
+    # a calibrate-style ladder (prompts of 128..2,048 tokens, two rows after cached context) of the H100
+    # Llama-3.1-8B roofline: past the last row the profile follows the roofline's quadratic attention (32k tokens:
+    # 1,185 ms vs the roofline's 1,214 ms; a linear extrapolation read 726 ms)
+    truth = CostModel(spec.model("Llama-3.1-8B"), spec.gpu("H100"))
+    rows = ["prefill_tokens,context_tokens,batch,kv_tokens,time_ms"]
+    rows += [f"{n},0,0,0,{truth.prefill_ns(n) / 1e6:.4f}" for n in (128, 256, 512, 1024, 2048)]
+    rows += [f"{n},{c},0,0,{truth.prefill_ns(n, c) / 1e6:.4f}" for n, c in ((256, 2048), (1024, 2048))]
+    rows += ["0,0,1,0,5", "0,0,1,1000,6"]
+    path = tmp_path / "ladder.csv"
+    path.write_text("\n".join(rows) + "\n")
+    c = cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "profile": str(path)}, "p")
+    for n in (8192, 16384, 32768):
+        assert c.prefill_ns(n) == pytest.approx(truth.prefill_ns(n), rel=0.03)
