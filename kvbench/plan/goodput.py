@@ -237,7 +237,7 @@ def sim_gpus(spec: TargetSpec) -> int | None:
         return None
     from kvbench.sim.cluster import parse_cluster
 
-    return sum(p.instances * p.tp for p in parse_cluster(spec.params, spec.source).pools)
+    return sum(p.instances * p.instance_gpus for p in parse_cluster(spec.params, spec.source).pools)
 
 
 def _is_search(out: Path) -> bool:

@@ -41,6 +41,7 @@ class Cluster:
         "pool",
         "chains",
         "write_through",
+        "layerwise_loads",
         "prefix_block_tokens",
         "_pool_link",
         "_p2d",
@@ -79,6 +80,7 @@ class Cluster:
         self.write_through = [
             t for t in self.shared_chain() if any(tc.kind == t.kind and tc.write_through for tc in cfg.tiers)
         ]
+        self.layerwise_loads = frozenset(tc.kind for tc in cfg.tiers if tc.layerwise)  # tiers loaded layer-wise
         self._p2d: dict[tuple[int, int], tuple[SharedLink, str]] = {}  # (src index, dst index) -> (link, detail)
 
     def _chain_below(self, node: int) -> Tier | None:
@@ -98,6 +100,19 @@ class Cluster:
         pool is bounded by the loading node's own NIC: one shared link per destination node."""
         assert self._pool_link is not None, "no pool tier"
         return self.links.on(node, self._pool_link)
+
+    def write_blocks(self, src: Engine, hashes: tuple[int, ...], t: int) -> None:
+        """A prefill's blocks into the write-through tiers (its node's, and the pool); the blocks a tier did not hold
+        cost their bytes on the link they travel over from `src` (the pool: src's NIC, as loads from it do)."""
+        pbt = self.prefix_block_tokens
+        for kind_tier in self.write_through:
+            tier = kind_tier if kind_tier is self.pool else self.node_tiers[src.node][kind_tier.kind]
+            before = tier.inserted
+            tier.insert(hashes)
+            new = (tier.inserted - before) * pbt
+            if new:
+                link = self.pool_link_on(src.node) if tier is self.pool else tier.wire()
+                link.start(t, new * self.kv_bytes, self.messages(new, src.block_tokens))
 
     def link_between(self, src: Engine, dst: Engine, between_nodes: LinkRef) -> SharedLink:
         """The shared link KV leaves `src` on towards `dst`: the intra-node link, or `between_nodes`."""
@@ -189,11 +204,12 @@ def make_engines(
     for p in cfg.pools:
         cost = costs[p.name]
         _check_pool(cfg, p)
+        size = p.instance_gpus
         for i in range(p.instances):
-            if gpu_at % gpn + p.tp > gpn:  # an instance never straddles two nodes
+            if gpu_at % gpn and gpu_at % gpn + size > gpn:  # an instance starts a node unless it fits the rest
                 gpu_at += gpn - gpu_at % gpn
-            node = gpu_at // gpn
-            gpu_at += p.tp
+            node = gpu_at // gpn  # a multi-node instance (EP, PP) is named by its first node
+            gpu_at += size
             name = f"{p.role.replace('_', '-')}-{i}"
             pricer = make_pricer(cfg, cost, links, rng)
             hbm = Tier(f"hbm:{name}", "hbm", 0) if cfg.prefix_caching and p.role != "decode" else None

@@ -33,6 +33,7 @@ ROUTER_PARAMS: dict[str, dict[str, Any]] = {
         "ttft_slo_ms": 0.0,
         "tbt_slo_ms": 0.0,
         "predict_decode_load": False,
+        "reject_at_decode": False,
     },
     "kv_router": {"prefill_load_scale": 1.0, "temperature": 0.0, "host_hit_weight": 0.75},
     "cpd": {"warm_threshold": 0.5},
@@ -58,6 +59,11 @@ class PoolCfg:
     block_tokens: int = 16  # paged-KV block size
     chunked_prefill: bool = True  # Sarathi: prefill chunks ride along decode steps
     cost: tuple[tuple[str, Any], ...] = ()  # the pool's cost-model table (model, gpu, tp, efficiencies, profile)
+    gpus: int = 0  # GPUs of one instance: (ep if ep > 1 else tp) x pp; 0: tp
+
+    @property
+    def instance_gpus(self) -> int:
+        return self.gpus or self.tp
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class TierCfg:
     capacity_tokens: int
     link: str | tuple[tuple[str, Any], ...]  # link into HBM: a catalog name or an inline LinkSpec table
     write_through: bool = False  # every block an instance releases is written here too (Mooncake Store, CPD)
+    layerwise: bool = False  # loads from here overlap the prefill layer by layer (LMCache, Mooncake)
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,13 @@ class _PoolFile:
     mem_fraction: Any = None
     dp_attention: Any = None
     allreduce_link: Any = None
+    ep: Any = None  # the parallel-layout keys are checked by the cost model too (kvbench/sim/cost/parallel.py)
+    pp: Any = None
+    microbatches: Any = None
+    fp8: Any = None
+    ep_link: Any = None
+    ep_intra_link: Any = None
+    pp_link: Any = None
     profile: Any = None
     cost: Any = None  # "aic:BACKEND": step times from AIConfigurator (kvbench/sim/cost/aic.py)
 
@@ -173,6 +187,7 @@ class _TierFile:
     capacity_tokens: Tokens
     link: Link | dict[str, Any]  # a catalog name or an inline LinkSpec table
     write_through: bool = False
+    layerwise: bool = False
 
 
 @dataclass(frozen=True)
@@ -249,11 +264,12 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
         cost.setdefault("model", f.model)
         cost["gpus_per_node"] = f.gpus_per_node
         engine = {k: getattr(f.engine if getattr(t, k) is None else t, k) for k in ENGINE_KEYS}
-        out.append(PoolCfg(name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), **engine))
-    gpus = sum(p.instances * p.tp for p in out)
+        gpus = _instance_gpus(src, name, t, f.gpus_per_node)
+        out.append(PoolCfg(name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), gpus=gpus, **engine))
+    gpus = sum(p.instances * p.instance_gpus for p in out)
     if gpus > MAX_GPUS:
         raise src.error(
-            ("pools",), f"pools: {gpus:,} GPUs in all (instances x tp over the pools); at most {MAX_GPUS:,}"
+            ("pools",), f"pools: {gpus:,} GPUs in all (instances x GPUs per instance); at most {MAX_GPUS:,}"
         )
     roles = tuple(sorted({p.role for p in out}))
     if roles not in LAYOUTS or len(out) != len(roles):
@@ -263,6 +279,21 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
             f"'pre_prefill' + 'prefill' + 'decode' (CPD); got roles {', '.join(p.role for p in out)}",
         )
     return tuple(out)
+
+
+def _instance_gpus(src: Source, name: str, t: _PoolFile, per_node: int) -> int:
+    """GPUs of one instance, (ep or tp) x pp; an instance larger than a node fills whole nodes."""
+    ep, pp = t.ep or 1, t.pp or 1
+    if isinstance(ep, bool) or not isinstance(ep, int) or isinstance(pp, bool) or not isinstance(pp, int):
+        return t.tp or 1  # the cost model reports the bad value with its allowed range
+    gpus = (ep if ep > 1 else t.tp or 1) * pp
+    if gpus > per_node and gpus % per_node:
+        raise src.error(
+            ("pools", name, "ep" if ep > 1 else "pp"),
+            f"pools.{name}: an instance of {gpus} GPUs ((ep or tp) x pp) spans nodes, so it must fill whole nodes "
+            f"of gpus_per_node = {per_node}",
+        )
+    return gpus
 
 
 def _router(src: Source, router: Any, layout: str) -> tuple[str, tuple]:
@@ -293,7 +324,7 @@ def _tiers(src: Source, f: _ClusterFile) -> tuple[TierCfg, ...]:
         if t is not None:
             link = tuple(sorted(t.link.items())) if isinstance(t.link, dict) else t.link
             capacity = _tokens(src, ("tiers", kind, "capacity_tokens"), t.capacity_tokens)
-            out.append(TierCfg(kind, capacity, link, t.write_through))
+            out.append(TierCfg(kind, capacity, link, t.write_through, t.layerwise))
     return tuple(out)
 
 

@@ -170,7 +170,8 @@ def kv_ready_ns(cluster: RouterView, e: Engine, job: Job, balancing_blocks: int)
 def conductor(cluster: RouterView, job: Job, st: RouterState) -> Choice:
     """Mooncake: min T_queue + T_transfer + T_prefill over prefill instances (kv_ready_ns: every tier the instance
     loads from); decode by load; reject when the predicted TTFT or TBT breaks its SLO (optionally predicting decode
-    load when the prefill will finish)."""
+    load when the prefill will finish; with reject_at_decode the TBT check waits for the end of the prefill:
+    decode_gate)."""
     p, balancing = st.params, st.params["kvcache_balancing_threshold"]
     times = [e.pricer.cost.prefill_ns(e.queued_tokens) + kv_ready_ns(cluster, e, job, balancing) for e in cluster.first]
     i = pick(times, st, "first")
@@ -181,13 +182,25 @@ def conductor(cluster: RouterView, job: Job, st: RouterState) -> Choice:
         st.reason = f"predicted TTFT {ns_to_ms(best_t):.0f} ms > SLO {p['ttft_slo_ms']:g} ms"
         return None
     tbt_slo = ms_to_ns(p["tbt_slo_ms"])
-    if tbt_slo and dec is not None:
+    if tbt_slo and dec is not None and not p["reject_at_decode"]:
         batch, kv = _decode_load_at(dec, int(best_t) if p["predict_decode_load"] else 0)
         tbt = dec.pricer.cost.decode_step_ns(batch + 1, kv + job.n_in)
         if tbt > tbt_slo:
             st.reason = f"predicted TBT {ns_to_ms(tbt):.1f} ms > SLO {p['tbt_slo_ms']:g} ms"
             return None
     return best, dec
+
+
+def decode_gate(job: Job, dec: Engine, st: RouterState) -> str:
+    """Mooncake's baseline overload policy, reject at each stage (`reject_at_decode`): a request the prefill stage
+    admitted is checked again when its prefill ends, against the decode instance's load then; '' admits it, else
+    the reason it is rejected (its prefill work is lost)."""
+    slo = ms_to_ns(st.params.get("tbt_slo_ms", 0.0))
+    if not slo:
+        return ""
+    batch, kv = _decode_load_at(dec, 0)
+    tbt = dec.pricer.cost.decode_step_ns(batch + 1, kv + job.n_in)
+    return f"TBT {ns_to_ms(tbt):.1f} ms > SLO {st.params['tbt_slo_ms']:g} ms at decode admission" if tbt > slo else ""
 
 
 def _decode_load_at(dec: Engine, after_ns: int) -> tuple[int, int]:

@@ -82,6 +82,7 @@ class GpuSpec:
     gemm_serial: float = 0.0  # share of the shorter of GEMM compute / weight read not hidden under the longer
     mla_layer_ns: int = 0  # fixed cost per MLA attention layer per step (its many small kernels)
     moe_layer_ns: int = 0  # fixed cost per MoE layer per step (routing, dispatch, grouped-GEMM launches)
+    fp8_flops_per_s: float = 0.0  # dense FP8 tensor-core peak (0: no FP8 support)
     source: str = ""  # where the figures come from
 
 
@@ -133,6 +134,7 @@ _GPU_RULES = {
     "gemm_serial": (_FLOAT, 0),
     "mla_layer_ns": (_INT, 0),
     "moe_layer_ns": (_INT, 0),
+    "fp8_flops_per_s": (_FLOAT, 0),
     "source": (_STR, 0),
 }
 _LINK_RULES = {

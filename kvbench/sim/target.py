@@ -37,10 +37,10 @@ from kvbench.sim.job import DONE, HANDOFF, Job
 from kvbench.sim.kvcache import Tier, walk
 from kvbench.sim.longctx import LongContext
 from kvbench.sim.loop import Loop
-from kvbench.sim.router import ROUTERS, RouterState
+from kvbench.sim.router import ROUTERS, RouterState, decode_gate
 from kvbench.sim.rows import EmitRow, Row
 from kvbench.sim.star import Rescheduler
-from kvbench.sim.transfer import exposed_ns, message_count, transfer_ns
+from kvbench.sim.transfer import exposed_ns, message_count, overlapped_load_ns, transfer_ns
 
 if TYPE_CHECKING:  # annotations only: kvbench.target builds this module's SimTarget
     from kvbench.records import Emit
@@ -186,6 +186,10 @@ class SimTarget:
                 names.append(f"{tier.kind}={c * pbt}")
         self.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link_name, nbytes, "load " + ",".join(names)))
         job.engine = e
+        if job.hit_tier in c_.layerwise_loads:  # the prefill starts as the first layers land (KV_XFER_END then)
+            end -= overlapped_load_ns(
+                end - t, e.pricer.cost.prefill_ns(job.prefill_left, job.cached), self.model.n_layers
+            )
         self.loop.at(end, self._loaded, job)
 
     def _loaded(self, t: int, job: Job) -> None:
@@ -216,14 +220,17 @@ class SimTarget:
             e.start_decode(job, e.pricer.steps_for(job.n_out - 1))
             return
         job.state = HANDOFF  # e.handoff(job), written out: its KV stays reserved on e until the transfer is done
-        for tier in self.cluster.write_through:
-            tier.insert(job.req.hash_ids)
         dec = job.decode
+        if self.router.params.get("reject_at_decode") and (why := decode_gate(job, dec, self.router)):
+            self.cluster.write_blocks(e, job.req.hash_ids, t)
+            e.release(job, t)  # Mooncake's reject-at-each-stage baseline: the prefill's work is lost
+            return self._end(t, job, REJECT, e.name, detail=f"slo: {why}")
         job.ctx = job.n_in
         if dec.try_reserve(job, job.ctx):
             self._transfer(t, job, e, dec, overlap=True)
         else:
             dec.incoming.append(job)
+        self.cluster.write_blocks(e, job.req.hash_ids, t)  # after the transfer: a request never waits on its own write
 
     def incoming_ready(self, e: Engine, job: Job, t: int) -> None:
         """A decode engine found KV room for a waiting hand-off: its transfer starts now (no overlap left)."""

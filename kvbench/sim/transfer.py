@@ -92,6 +92,15 @@ def exposed_ns(link: LinkSpec, nbytes: int, messages: int, prefill_ns: int, laye
     return x if x > behind else behind
 
 
+def overlapped_load_ns(load_ns: int, prefill_ns: int, layers: int) -> int:
+    """How much of a prefix load of `load_ns` a prefill of `prefill_ns` hides when both go layer by layer: layer j
+    computes once its KV has landed, so the prefill may start after the first layer's share and ends at
+    max(load + P/L, load/L + P); the load hides min(P - P/L, load - load/L) of itself."""
+    if layers <= 1 or load_ns <= 0:
+        return 0
+    return min(prefill_ns - prefill_ns // layers, load_ns - load_ns // layers)
+
+
 class SharedLink:
     """One link shared by concurrent transfers, served FIFO on the wire.
 

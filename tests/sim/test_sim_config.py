@@ -121,7 +121,7 @@ def test_gpus_in_all_are_bounded(tmp_path):
     # 4,096 prefill instances of 16 GPUs are 65,536 GPUs: the most; one decode instance more is too many
     sets = ["gpus_per_node=16", "pools.prefill.tp=16", "pools.prefill.instances=4096", "pools.decode.instances=1"]
     msg = parse_error_of(tmp_path, GOOD, sets)
-    assert msg.endswith("p.toml: pools: 65,537 GPUs in all (instances x tp over the pools); at most 65,536")
+    assert msg.endswith("p.toml: pools: 65,537 GPUs in all (instances x GPUs per instance); at most 65,536")
 
 
 def test_zero_bandwidth_link(tmp_path):
@@ -168,6 +168,8 @@ def test_unknown_preset_lists_the_presets():
         "cpd",
         "star",
         "spec-decode",
+        "deepseek-v3",
+        "distserve-pp",
     ],
 )
 def test_every_preset_parses_and_builds(tmp_path, name):

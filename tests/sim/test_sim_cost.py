@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sim_toys import TOY, TOY_GPU, TOY_GPU_TABLE, TOY_TABLE
 
 from kvbench.config import ConfigError
 from kvbench.sim import spec
@@ -31,34 +32,8 @@ def test_kv_bytes_per_token(name: str, kib: float) -> None:
     assert spec.model(name).kv_bytes_per_token() == kib * KiB
 
 
-# A toy model and GPU with round numbers so every step can be computed by hand.
-# model: 2 layers, 2 heads of dim 4, 1 KV head, 1e6 params (2 B each = 2e6 weight bytes)
-#   KV/token = 2 * 2 layers * 1 * 4 * 2 B = 32 B; attention FLOPs per (query, key) pair = 2*2 layers*2 heads*(2*4) = 64
-# gpu: 1e12 FLOP/s at mfu 0.5 -> 5e11; 1e11 B/s at mbu 0.5 -> 5e10; overheads 1000 ns/step + 100 ns/layer (x2 = 200)
-TOY = spec.model_from(
-    {
-        "n_layers": 2,
-        "hidden": 8,
-        "n_heads": 2,
-        "n_kv_heads": 1,
-        "head_dim": 4,
-        "params": 1_000_000,
-        "active_params": 1_000_000,
-    },
-    "toy",
-)
-TOY_GPU = spec.gpu_from(
-    {
-        "flops_per_s": 1e12,
-        "hbm_bytes": 10_000_000,
-        "hbm_bytes_per_s": 1e11,
-        "mfu": 0.5,
-        "mbu": 0.5,
-        "step_overhead_ns": 1000,
-        "layer_overhead_ns": 100,
-    },
-    "toy-gpu",
-)
+# The toys (tests/support/sim_toys.py): TOY 2 layers, 1e6 params (2e6 B), KV 32 B/token, 64 FLOPs/pair; TOY_GPU
+# 5e11 FLOP/s and 5e10 B/s reached, 1000 ns/step + 100 ns/layer.
 # all-reduce link: 1000 ns per message, 1e10 B/s
 TOY_LINK = spec.link_from({"alpha_ns": 1000, "bytes_per_s": 1e10}, "toy-link")
 
@@ -142,8 +117,10 @@ def test_capacity_and_dp_attention() -> None:
     dp = CostModel(TOY, TOY_GPU, tp=2, allreduce_link=TOY_LINK, dp_attention=True)
     assert dp.kv_capacity_tokens() == 500_000
     # ... and reads only its share of the KV per step: memory = (1e6 + 1004*32/2) / 5e10 = 1,016,064/5e10
-    #   = 20,321.28 ns (compute 8,064.3 ns), + all-reduce bytes 25.6 -> floor(20,346.88); + 1200 + 4000 alphas
-    assert dp.decode_step_ns(4, 1000) == 20_346 + 1200 + 4000
+    #   = 20,321.28 ns (compute 8,064.3 ns); its attention needs no all-reduce, the TP MLP gathers and scatters
+    #   the ranks' tokens (one all-reduce's bytes: 12.8 ns, half the 25.6 of plain TP, two latencies per layer)
+    #   -> floor(20,334.08); + 1200 + 4000 alphas
+    assert dp.decode_step_ns(4, 1000) == 20_334 + 1200 + 4000
 
 
 def test_deepseek_dp_attention_multiplies_capacity_by_tp() -> None:
@@ -232,26 +209,7 @@ def test_pool_config_overrides_and_inline_specs() -> None:
     c = cost_model({"model": "Llama-3.1-8B", "gpu": "H100", "mfu": 0.25, "step_overhead_ns": 0}, "p")
     assert c.gpu.mfu == 0.25 and c.gpu.step_overhead_ns == 0 and c.gpu.mbu == spec.gpu("H100").mbu
     inline = cost_model(
-        {
-            "model": {
-                "n_layers": 2,
-                "hidden": 8,
-                "n_heads": 2,
-                "n_kv_heads": 1,
-                "head_dim": 4,
-                "params": 1_000_000,
-                "active_params": 1_000_000,
-            },
-            "gpu": {
-                "flops_per_s": 1e12,
-                "hbm_bytes": 10_000_000,
-                "hbm_bytes_per_s": 1e11,
-                "mfu": 0.5,
-                "mbu": 0.5,
-                "step_overhead_ns": 1000,
-                "layer_overhead_ns": 100,
-            },
-        },
+        {"model": dict(TOY_TABLE), "gpu": dict(TOY_GPU_TABLE)},
         "p",
     )
     assert inline.prefill_ns(100) == 401_846  # the toy case above

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from support.sim_toys import MOE, SHAPE, TOY
+
 from kvbench.sim import spec
-from kvbench.sim.cost.roofline import CostModel, default_allreduce_link
+from kvbench.sim.cost.parallel import default_allreduce_link
+from kvbench.sim.cost.roofline import CostModel
 
 # toy GPU: 1e12 FLOP/s (GEMMs at 0.5 -> 5e11, attention at 0.25 -> 2.5e11, routed experts at 0.1 -> 1e11);
 # 1e11 B/s at mbu 0.5 -> 5e10; 1000 ns/step + 100 ns/layer, + 1000 per MLA layer, + 2000 per MoE layer
@@ -27,21 +30,8 @@ GPU = spec.gpu_from(
     },
     "toy-gpu",
 )
-SHAPE = {"n_layers": 2, "hidden": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4}
-# dense: 1e6 params (2e6 B); KV 32 B/token; 64 attention FLOPs per (query, key) pair
-DENSE = spec.model_from({**SHAPE, "params": 1_000_000, "active_params": 1_000_000}, "toy")
-# MoE: 2e5 non-expert params + 8 experts of 1e5 (8e5), 2 per token: active = 2e5 + 8e5 * 2/8 = 4e5
-MOE = spec.model_from(
-    {
-        **SHAPE,
-        "params": 1_000_000,
-        "active_params": 400_000,
-        "n_experts": 8,
-        "experts_per_token": 2,
-        "expert_params": 800_000,
-    },
-    "toy-moe",
-)
+# DENSE: 1e6 params (2e6 B), KV 32 B/token, 64 attention FLOPs per pair; MOE: 2e5 dense + 8 experts of 1e5, 2 a token
+DENSE = TOY
 
 
 def test_prefill_gemm_serial_and_attention_efficiency() -> None:

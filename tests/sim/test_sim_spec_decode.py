@@ -7,6 +7,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sim_toys import TOY, TOY_GPU
 
 from kvbench.sim import spec
 from kvbench.sim.cost.roofline import CostModel
@@ -41,32 +42,6 @@ def test_sampled_mean_converges() -> None:
     # seeded: the same seed gives the same draws
     rng2 = random.Random(7)
     assert [sample_accepted(rng2, EAGLE3) for _ in range(100)] == draws[:100]
-
-
-TOY = spec.model_from(
-    {
-        "n_layers": 2,
-        "hidden": 8,
-        "n_heads": 2,
-        "n_kv_heads": 1,
-        "head_dim": 4,
-        "params": 1_000_000,
-        "active_params": 1_000_000,
-    },
-    "toy",
-)  # 32 B KV/token, 64 FLOPs/pair
-TOY_GPU = spec.gpu_from(
-    {
-        "flops_per_s": 1e12,
-        "hbm_bytes": 10_000_000,
-        "hbm_bytes_per_s": 1e11,
-        "mfu": 0.5,
-        "mbu": 0.5,
-        "step_overhead_ns": 1000,
-        "layer_overhead_ns": 100,
-    },
-    "toy-gpu",
-)
 
 
 def test_verify_step_hand_computed() -> None:

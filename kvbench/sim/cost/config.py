@@ -31,6 +31,13 @@ COST_KEYS = (
     "mem_fraction",
     "dp_attention",
     "allreduce_link",
+    "ep",
+    "pp",
+    "microbatches",
+    "fp8",
+    "ep_link",
+    "ep_intra_link",
+    "pp_link",
     "profile",
     "cost",
 )
@@ -69,22 +76,20 @@ def cost_model(cfg: dict[str, Any], where: str) -> StepCost:
     m = _named_or_table(cfg, "model", where, spec_model, model_from)
     g = _named_or_table(cfg, "gpu", where, spec_gpu, gpu_from)
     if any(k in cfg for k in _GPU_OVERRIDES):
-        base = {f: getattr(g, f) for f in ("flops_per_s", "hbm_bytes", "hbm_bytes_per_s") + _GPU_OVERRIDES}
+        base = {f: getattr(g, f) for f in ("flops_per_s", "hbm_bytes", "hbm_bytes_per_s", "fp8_flops_per_s")}
+        base |= {f: getattr(g, f) for f in _GPU_OVERRIDES}
         g = gpu_from({**base, **{k: cfg[k] for k in _GPU_OVERRIDES if k in cfg}}, where, g.name)
     tp = cfg.get("tp", 1)
     _check_tp(m, tp, cfg.get("gpus_per_node", 8), where)
     frac = cfg.get("mem_fraction", 0.9)
     if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
         raise ConfigError(f"{where}: key 'mem_fraction' = {frac!r}: expected a number in (0, 1]")
-    dp = cfg.get("dp_attention", False)
-    if not isinstance(dp, bool):
-        raise ConfigError(f"{where}: key 'dp_attention' = {dp!r}: expected true or false")
-    ar = _named_or_table(cfg, "allreduce_link", where, spec_link, link_from) if "allreduce_link" in cfg else None
-    cm = CostModel(m, g, tp, ar, float(frac), dp)
+    layout = _parallel_keys(cfg, m, where)
     try:
+        cm = CostModel(m, g, tp, mem_fraction=float(frac), gpus_per_node=cfg.get("gpus_per_node", 8), **layout)
         cm.kv_capacity_tokens()
     except ConfigError as e:
-        raise ConfigError(f"{where}: keys 'model'/'gpu'/'tp': {e}") from None
+        raise ConfigError(f"{where}: keys 'model'/'gpu'/'tp'/'ep'/'pp'/'fp8': {e}") from None
     if "profile" in cfg:
         if "cost" in cfg:
             raise ConfigError(f"{where}: keys 'profile' and 'cost' exclude each other (a profile CSV is its cost)")
@@ -93,6 +98,34 @@ def cost_model(cfg: dict[str, Any], where: str) -> StepCost:
     if backend:
         return ProfileCost.load(cached_profile(m, g, tp, backend), cm, f"{where} key 'cost'")
     return cm
+
+
+_PARALLEL_INTS = (("ep", 1, 65_536), ("pp", 1, 1024), ("microbatches", 0, 1024))
+_LINK_KEYS = ("allreduce_link", "ep_link", "ep_intra_link", "pp_link")
+
+
+def _parallel_keys(cfg: dict, m: ModelSpec, where: str) -> dict[str, Any]:
+    """The pool's parallel-layout keys (kvbench/sim/cost/parallel.py), checked; absent keys keep their defaults."""
+    out: dict[str, Any] = {k: _flag(cfg, k, where) for k in ("dp_attention", "fp8")}
+    out |= {k: _whole(cfg, k, lo, hi, where) for k, lo, hi in _PARALLEL_INTS if k in cfg}
+    if out.get("pp", 1) > m.n_layers:
+        raise ConfigError(f"{where}: key 'pp' = {out['pp']} exceeds the {m.n_layers} layers of {m.name}")
+    out |= {k: _named_or_table(cfg, k, where, spec_link, link_from) for k in _LINK_KEYS if k in cfg}
+    return out
+
+
+def _flag(cfg: dict, key: str, where: str) -> bool:
+    value = cfg.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: key {key!r} = {value!r}: expected true or false")
+    return value
+
+
+def _whole(cfg: dict, key: str, lo: int, hi: int, where: str) -> int:
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"{where}: key {key!r} = {value!r}: expected a whole number >= {lo} and <= {hi}")
+    return value
 
 
 def _aic_backend(cost: Any, where: str) -> str:

@@ -1,9 +1,12 @@
 """A measured step-time profile (CSV: batch shape -> time) interpolated, so the sim can be calibrated to an engine.
 
 CSV columns (header required): prefill_tokens, context_tokens, batch, kv_tokens, time_ms.
-* Prefill rows (batch = 0): time = p(prefill_tokens) + q * prefill_tokens * context_tokens, where p interpolates
-  the rows with context_tokens = 0 linearly (extrapolating the outer segments) and q is the least-squares slope of
-  the remaining rows' excess over p (attention over cached context); q = 0 when no row has context.
+* Prefill rows (batch = 0): time = r(prefill_tokens) + q * pairs, pairs = n*c + n*(n+1)/2 the causal attention
+  pairs of n new tokens after c cached ones (the roofline's count): attention grows with the square of the new
+  tokens, not only with the cached context. q is the least-squares q >= 0 of time = a + b*n + q*pairs over every
+  prefill row (0 with fewer than three distinct rows); r interpolates the context-free rows' residuals
+  time - q*pairs linearly (extrapolating the outer segments), so every measured context-free row is reproduced and
+  a prompt past the last row keeps growing with its attention.
 * Decode rows (prefill_tokens = 0): for each measured batch size b, a least-squares line a_b + s_b * kv_tokens;
   a and s are interpolated linearly in batch between measured sizes (extrapolated outside).
 * A mixed step costs prefill(prefill_tokens + batch, context) + s_batch * kv_tokens: the decode tokens ride in the
@@ -47,6 +50,41 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
+def _pairs(n: float, c: float) -> float:
+    """Causal attention pairs of n new tokens after c cached ones."""
+    return n * c + n * (n + 1) / 2
+
+
+def _solve3(m: list[list[float]], v: list[float]) -> list[float] | None:
+    """Solution of a 3x3 linear system (Cramer's rule), None when singular."""
+
+    def det(a: list[list[float]]) -> float:
+        return (
+            a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1])
+            - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+            + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0])
+        )
+
+    d = det(m)
+    if abs(d) < 1e-12 * max(1.0, max(abs(x) for row in m for x in row)) ** 3:
+        return None
+    return [det([[v[i] if j == k else m[i][j] for j in range(3)] for i in range(3)]) / d for k in range(3)]
+
+
+def _pairs_slope(prefill: Sequence[tuple[int, int, float]]) -> float:
+    """q >= 0 of the least-squares fit time = a + b*n + q*pairs(n, c) over the prefill rows (0 if undetermined).
+    Columns are scaled to unit size first: pairs reach 1e10 where n is 1e5."""
+    rows = [(float(n), _pairs(n, c), t) for n, c, t in prefill]
+    if len({(n, p) for n, p, _ in rows}) < 3:
+        return 0.0
+    sn, sp = max(n for n, _, _ in rows), max(p for _, p, _ in rows)
+    xs = [(1.0, n / sn, p / sp) for n, p, _ in rows]
+    ata = [[sum(x[i] * x[j] for x in xs) for j in range(3)] for i in range(3)]
+    aty = [sum(x[i] * t for x, (_, _, t) in zip(xs, rows)) for i in range(3)]
+    sol = _solve3(ata, aty)
+    return max(0.0, sol[2] / sp) if sol else 0.0
+
+
 def _read_rows(path: Path, where: str) -> list[tuple[int, int, int, int, float]]:
     if not path.is_file():
         raise ConfigError(f"{where}: profile {path}: no such file")
@@ -83,7 +121,7 @@ class ProfileCost:
         "tp",
         "_prefill_tokens",  # prompt lengths of the context-free prefill rows, ascending
         "_prefill_ns",  # their measured times
-        "_context_slope",  # ns per (new token x cached context token)
+        "_context_slope",  # ns per attention pair (new token x earlier token)
         "_decode_batches",  # measured decode batch sizes, ascending
         "_decode_base",  # per batch size: ns of a step at zero KV (the line's intercept)
         "_decode_slope",  # per batch size: ns per KV token in the batch
@@ -100,9 +138,9 @@ class ProfileCost:
         base = sorted((n, t) for n, c, t in prefill if c == 0)
         if not base or not decode:
             raise ConfigError(f"{where}: profile needs prefill rows with context_tokens = 0 and decode rows")
-        self._prefill_tokens, self._prefill_ns = [float(n) for n, _ in base], [t for _, t in base]
-        extra = [(n * c, t - _interp(self._prefill_tokens, self._prefill_ns, n)) for n, c, t in prefill if c > 0]
-        self._context_slope = max(0.0, sum(x * y for x, y in extra) / sum(x * x for x, _ in extra)) if extra else 0.0
+        q = self._context_slope = _pairs_slope(prefill)
+        self._prefill_tokens = [float(n) for n, _ in base]
+        self._prefill_ns = [t - q * _pairs(n, 0) for n, t in base]
         by_batch: dict[int, list[tuple[float, float]]] = {}
         for b, k, t in decode:
             by_batch.setdefault(b, []).append((k, t))
@@ -126,11 +164,8 @@ class ProfileCost:
     def prefill_ns(self, new_tokens: int, context_tokens: int = 0) -> int:
         if new_tokens <= 0:
             return 0
-        t = (
-            _interp(self._prefill_tokens, self._prefill_ns, new_tokens)
-            + self._context_slope * new_tokens * context_tokens
-        )
-        return max(1, int(t))
+        t = _interp(self._prefill_tokens, self._prefill_ns, new_tokens)
+        return max(1, round(t + self._context_slope * _pairs(new_tokens, context_tokens)))
 
     def decode_step_ns(self, batch: int, kv_tokens: int) -> int:
         if batch <= 0:

@@ -28,7 +28,9 @@ is split evenly over the tp GPUs. One step processing `tokens` new tokens costs,
 * allreduce_ns(tokens) = 2 * n_layers * (alpha + 2*(tp-1)/tp * tokens * hidden * 2 bytes / beta_eff) for tp > 1:
   two all-reduces per layer (after attention and after the MLP) of the step's activations, ring algorithm
   (reduce-scatter + all-gather move 2*(tp-1)/tp of the buffer per GPU), one alpha per all-reduce. The link
-  defaults to the measured all-reduce of the GPU's generation (catalog links allreduce-*).
+  defaults to the measured all-reduce of the GPU's generation (catalog links allreduce-*). Under DP attention the
+  attention needs none; the MLP's gather + scatter move one all-reduce's bytes (two alphas per layer).
+* Other layouts (expert parallelism, pipeline stages, FP8) change these per-GPU coefficients: parallel.py.
 
 Capacity: kv_capacity_tokens = (mem_fraction * hbm_bytes * tp - weight_bytes) / (kv_bytes_per_token * tp / kv_div);
 the activation reserve is (1 - mem_fraction) of every GPU's HBM (0.1 by default, vLLM's gpu_memory_utilization=0.9).
@@ -44,22 +46,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvbench.config import ConfigError
+from kvbench.sim.cost.parallel import Parallel, derive
 from kvbench.sim.cost.runs import SHIFT, Lines, S, run_sum, run_within
 from kvbench.sim.spec import GpuSpec, LinkSpec, ModelSpec
-from kvbench.sim.spec import link as spec_link
-from kvbench.units import bytes_to_gb, ns_at_rate
+from kvbench.units import bytes_to_gb
 
 
 def _derived() -> Any:
     """A coefficient computed in __post_init__: not an argument, not compared, not shown."""
     return field(init=False, repr=False, compare=False)
-
-
-def default_allreduce_link(g: GpuSpec) -> LinkSpec:
-    """Measured all-reduce of the GPU's generation: Ampere (A100/A800), Blackwell (B*), else Hopper."""
-    if g.name.startswith(("A100", "A800")):
-        return spec_link("allreduce-a100")
-    return spec_link("allreduce-b200" if g.name.startswith("B") else "allreduce-h100")
 
 
 _Q = 16  # fixed-point bits of gemm_serial
@@ -75,6 +70,14 @@ class CostModel:
     allreduce_link: LinkSpec | None = None  # None: the measured all-reduce of the GPU's generation when tp > 1
     mem_fraction: float = 0.9  # share of HBM for weights + KV; the rest is the activation reserve
     dp_attention: bool = False  # attention data-parallel over the tp ranks: KV held once per rank, not split
+    ep: int = 1  # expert parallelism: routed experts spread over ep GPUs, attention in ep/tp DP groups (parallel.py)
+    pp: int = 1  # pipeline stages
+    microbatches: int = 0  # micro-batches per step under PP (0: pp)
+    fp8: bool = False  # FP8 weight GEMMs and 1-byte weights
+    gpus_per_node: int = 8  # sets which all-to-all destinations are on the rank's node
+    ep_link: LinkSpec | None = None  # EP all-to-all between nodes (None: the generation's inter-node send/recv)
+    ep_intra_link: LinkSpec | None = None  # ... within a node (None: the generation's NVLink)
+    pp_link: LinkSpec | None = None  # activations between stages (None: NVLink if the instance fits a node)
     # Derived coefficients, in fixed-point units (S per ns) unless named *_ns; set by __post_init__.
     _compute_per_token: int = _derived()  # 2 x active params FLOPs per new token (experts at moe_mfu)
     _compute_per_pair: int = _derived()  # attention FLOPs per (query, key) pair
@@ -87,47 +90,33 @@ class CostModel:
     _kv_per_token: int = _derived()  # HBM bytes of one KV token read or written, on one GPU
     _allreduce_per_token: int = _derived()  # the step's all-reduces, per token in the step
     _kv_split: int = _derived()  # GPUs that split one token's KV (kv_div in the module docstring)
+    _micro: int = _derived()  # micro-batches a step is cut into (1 without PP)
     _fixed_ns: int = _derived()  # per-step overheads plus the all-reduce latency
 
     def __post_init__(self) -> None:
-        m, g, tp = self.model, self.gpu, self.tp
-        if tp < 1 or m.n_heads % tp:
-            raise ConfigError(f"CostModel: tp = {tp} must divide n_heads = {m.n_heads} of {m.name}")
-        ar = self.allreduce_link or default_allreduce_link(g)
-        flop_units = ns_at_rate(S, g.flops_per_s * g.mfu * tp)  # fixed-point units per GEMM FLOP on one GPU
-        attn_units = ns_at_rate(S, g.flops_per_s * (g.attn_mfu or g.mfu) * tp)  # ... per attention FLOP
-        moe_units = ns_at_rate(S, g.flops_per_s * (g.moe_mfu or g.mfu) * tp)  # ... per routed-expert FLOP
-        expert_active = m.expert_active_params()
-        byte_units = ns_at_rate(S, g.hbm_bytes_per_s * g.mbu)  # fixed-point units per HBM byte on one GPU
-        kv_split = tp if self.dp_attention else min(tp, m.n_kv_heads)
-        ar_ns = 0 if tp == 1 else 2 * m.n_layers * ar.alpha_ns
-        ar_tok = (
-            0.0 if tp == 1 else ns_at_rate(2 * m.n_layers * 2 * (tp - 1) / tp * m.hidden * 2, ar.effective_bytes_per_s)
-        )
-        weight_units = byte_units * m.bytes_per_param / tp
-        per_layer = g.layer_overhead_ns + g.mla_layer_ns * m.is_mla + g.moe_layer_ns * m.is_moe
-        derived = {
-            "_compute_per_token": round(
-                2 * (flop_units * (m.active_params - expert_active) + moe_units * expert_active)
-            ),
-            "_compute_per_pair": round(attn_units * m.attn_flops_per_pair()),
-            "_weights_per_token": round(weight_units * m.active_params),
-            "_weights_all": round(weight_units * m.params),
-            "_weights_dense": round(weight_units * (m.params - m.expert_params)),
-            "_weights_experts": round(weight_units * m.expert_params),
-            "_expert_miss": 1.0 - m.experts_per_token / m.n_experts if m.n_experts else 0.0,
-            "_serial_q": round(g.gemm_serial * (1 << _Q)),
-            "_kv_per_token": round(byte_units * m.kv_bytes_per_token() / kv_split),
-            "_allreduce_per_token": round(ar_tok * S),
-            "_kv_split": kv_split,
-            "_fixed_ns": g.step_overhead_ns + m.n_layers * per_layer + ar_ns,
-        }
-        for name, value in derived.items():
+        for name, value in derive(self.model, self.gpu, self.parallel(), S, _Q).items():
             object.__setattr__(self, name, value)  # frozen: derived once, here
+
+    def parallel(self) -> Parallel:
+        return Parallel(
+            self.tp,
+            self.ep,
+            self.pp,
+            self.microbatches,
+            self.dp_attention,
+            self.fp8,
+            self.gpus_per_node,
+            self.allreduce_link,
+            self.ep_link,
+            self.ep_intra_link,
+            self.pp_link,
+        )
 
     # --- single steps (written out, not shared, because the engine calls them in its hot loop) ---------------
     def _gemm(self, tokens: int) -> int:
         """The weight GEMMs and all-reduces of a step of `tokens` new tokens, in fixed point."""
+        if self._micro > 1:  # under PP the step's slowest micro-batch sets each slot
+            tokens = -(-tokens // self._micro)
         c = self._compute_per_token * tokens
         if self._expert_miss:
             w = self._weights_dense + round(self._weights_experts * (1.0 - self._expert_miss**tokens))
@@ -197,20 +186,26 @@ class CostModel:
 
     # --- memory ---------------------------------------------------------------------------------------------
     def usable_bytes(self) -> int:
-        return int(self.mem_fraction * self.gpu.hbm_bytes * self.tp)
+        return int(self.mem_fraction * self.gpu.hbm_bytes * self.parallel().gpus)
+
+    def weight_bytes(self) -> int:
+        """Weights held by the instance (dense weights once per DP attention group under EP)."""
+        return self.parallel().weight_bytes(self.model)
 
     def exceeds_hbm(self) -> bool:
-        return self.model.weight_bytes() >= self.usable_bytes()
+        return self.weight_bytes() >= self.usable_bytes()
 
     def kv_bytes_per_token_instance(self) -> float:
         """HBM one token's KV occupies across the instance (replicated where TP cannot split it)."""
-        return self.model.kv_bytes_per_token() * self.tp / self._kv_split
+        return self.model.kv_bytes_per_token() * self.parallel().width / self._kv_split
 
     def kv_capacity_tokens(self) -> int:
         if self.exceeds_hbm():
+            p = self.parallel()
+            layout = f"tp={p.tp}" + (f" ep={p.ep}" if p.ep > 1 else "") + (f" pp={p.pp}" if p.pp > 1 else "")
             raise ConfigError(
-                f"model {self.model.name} ({bytes_to_gb(self.model.weight_bytes()):.1f} GB of weights) does not fit in "
-                f"tp={self.tp} x {self.gpu.name} ({bytes_to_gb(self.usable_bytes()):.1f} GB usable at mem_fraction="
-                f"{self.mem_fraction}); raise tp or pick a larger GPU"
+                f"model {self.model.name} ({bytes_to_gb(self.weight_bytes()):.1f} GB of weights) does not fit in "
+                f"{layout} x {self.gpu.name} ({bytes_to_gb(self.usable_bytes()):.1f} GB usable at mem_fraction="
+                f"{self.mem_fraction}); raise tp, ep or pp, or pick a larger GPU"
             )
-        return int((self.usable_bytes() - self.model.weight_bytes()) // self.kv_bytes_per_token_instance())
+        return int((self.usable_bytes() - self.weight_bytes()) // self.kv_bytes_per_token_instance())
