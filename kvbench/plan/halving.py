@@ -81,17 +81,19 @@ def run_plan(
     rung_rows: list[dict[str, Any]] = []
     alive: list[Candidate] = live
     start: dict[str, float] = {}  # each candidate's goodput at the previous rung: where its next search begins
+    completed = False
     try:
         for i, n_requests in enumerate(h.requests):
             jobs = [_job(spec, out, c, i, n_requests, start.get(c.name)) for c in alive]
-            rows = _run_rung(jobs, out, workers, ray, show, f"rung {i + 1}/{len(h.requests)}: {n_requests:,} requests")
-            rung_rows += rows
+            label = f"rung {i + 1}/{len(h.requests)}: {n_requests:,} requests"
+            rows = _run_rung(jobs, out, workers, ray, show, label, rung_rows)
             start = {r["candidate"]: r["goodput"] for r in rows if r.get("goodput")}
             if i + 1 < len(h.requests):
                 keep = {r["candidate"] for r in sorted(rows, key=rank_key)[: sizes[i + 1]] if r.get("goodput")}
                 alive = [c for c in alive if c.name in keep]
+        completed = True
     finally:
-        result = finish(spec, out, live, pruned, rung_rows)
+        result = finish(spec, out, live, pruned, rung_rows, completed)
     return result
 
 
@@ -119,15 +121,23 @@ def rung_dir(out: Path, job: RungJob) -> Path:
 
 
 def _run_rung(
-    jobs: list[RungJob], out: Path, workers: int | None, ray: str | None, show: Show | None, label: str
+    jobs: list[RungJob],
+    out: Path,
+    workers: int | None,
+    ray: str | None,
+    show: Show | None,
+    label: str,
+    sink: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """The rows of every job of one rung: searches finished earlier are reused, the rest run."""
+    """The rows of every job of one rung: searches finished earlier are reused, the rest run. Each row is also
+    added to `sink` as it comes, so an interrupted plan still tables the searches that ended."""
     rows: dict[str, dict[str, Any]] = {}
     todo = []
     for job in jobs:
         row = finished_row(job, rung_dir(out, job))
         if row is not None:
             rows[job.candidate] = row
+            sink.append(row)
         else:
             shutil.rmtree(rung_dir(out, job), ignore_errors=True)  # an unfinished search: start it afresh
             todo.append(job)
@@ -137,6 +147,7 @@ def _run_rung(
     n_workers = workers or os.cpu_count() or 1
     for row in run_tasks(run_rung, todo, lambda j: rung_dir(out, j), n_workers, ray, c, tell):
         rows[row["candidate"]] = row
+        sink.append(row)
         c.done += row["status"] == "complete"
         c.failed += row["status"] != "complete"
         tell(c)
@@ -144,10 +155,16 @@ def _run_rung(
 
 
 def finish(
-    spec: PlanSpec, out: Path, live: list[Candidate], pruned: list[dict[str, Any]], rung_rows: list[dict[str, Any]]
+    spec: PlanSpec,
+    out: Path,
+    live: list[Candidate],
+    pruned: list[dict[str, Any]],
+    rung_rows: list[dict[str, Any]],
+    completed: bool = True,
 ) -> PlanResult:
-    """Rank, mark the fronts, write plan.parquet, rungs.parquet and best.toml (the best candidate of the deepest
-    rung that has a goodput), and the work successive halving did against an exhaustive search."""
+    """Rank, mark the fronts, write plan.parquet, rungs.parquet and, when every rung ran, best.toml (the best
+    candidate of the deepest rung that has a goodput), and the work successive halving did against an exhaustive
+    search."""
     import pandas as pd
 
     mark_fronts(rung_rows)
@@ -157,7 +174,8 @@ def finish(
     ranked = sorted(deepest.values(), key=rank_key)
     for k, r in enumerate(ranked, 1):
         r["rank"] = k
-    best = next((r for r in ranked if r.get("goodput")), None)
+    best = next((r for r in ranked if r.get("goodput")), None) if completed else None
+    (out / BEST).unlink(missing_ok=True)  # an earlier run's choice must not outlive a rerun
     if best is not None:
         text = (out / "candidates" / f"{best['candidate']}.toml").read_text()
         (out / BEST).write_text(text.replace(f"# kvbench plan {spec.name}", f"# chosen by kvbench plan {spec.name}", 1))
@@ -168,7 +186,12 @@ def finish(
             tmp = out / f"{name}.tmp"
             pd.DataFrame(table).to_parquet(tmp, index=False)
             os.replace(tmp, out / name)
-    doc = json.loads((out / MANIFEST).read_text()) | {"best": best and best["candidate"], "work": work}
+    status = "complete" if completed else "interrupted"
+    doc = json.loads((out / MANIFEST).read_text()) | {
+        "status": status,
+        "best": best and best["candidate"],
+        "work": work,
+    }
     (out / MANIFEST).write_text(json.dumps(doc, indent=2) + "\n")
     return PlanResult(rows, rung_rows, best, work)
 

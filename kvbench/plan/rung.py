@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 ROW_FILE = "rung.json"  # the candidate's row at this rung, written once its search ended
+MIN_SHARE = 16  # the search halves its rate down to the trace's own rate / MIN_SHARE at the lowest
 FIGURES = ("ttft_ms.p50", "ttft_ms.p90", "tpot_ms.p50", "tpot_ms.p90", "prefix_hit_ratio", "slo_attainment")
 
 
@@ -51,7 +52,8 @@ def run_rung(job: RungJob, out_dir: Path) -> dict[str, Any]:
         own = trace_rate([r.arrival_ns for r in load.shape(wl, max_requests=job.requests).requests()])
         out_dir.mkdir(parents=True, exist_ok=True)
         plan = ProbePlan(wl, spec, slo, out_dir, own, "scale", job.requests, job.seed)
-        result = search(lambda r: run_probe(plan, r), job.start_rate or own, job.attainment, job.precision)
+        start = job.start_rate or own  # a deployment failing at 1/16 of the trace's own rate is out of the race
+        result = search(lambda r: run_probe(plan, r), start, job.attainment, job.precision, min_rate=own / MIN_SHARE)
     except KeyboardInterrupt:
         return base | {"status": "interrupted"}
     except Exception as e:  # a candidate that fails must not end the plan: its row says why

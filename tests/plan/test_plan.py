@@ -98,3 +98,23 @@ def test_pool_of_two_gives_the_same_plan(planned, tmp_path: Path) -> None:
     run_plan(spec, tmp_path / "pool", workers=2)
     one, two = (pd.read_parquet(d / "plan.parquet") for d in (out, tmp_path / "pool"))
     pd.testing.assert_frame_equal(one, two, check_exact=False, rtol=1e-12)
+
+
+def test_interrupted_plan_tables_the_searches_that_ended(tmp_path: Path) -> None:
+    spec, out = _plan(tmp_path), tmp_path / "out"
+    ended: list[int] = []
+
+    def stop_after_two(label: str, c) -> None:
+        ended.append(c.done + c.failed)
+        if c.done + c.failed == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(spec, out, workers=1, show=stop_after_two)
+    table = pd.read_parquet(out / "plan.parquet")  # written on the way out, from the two searches that ended
+    assert len(table) == 2 and (table["status"] == "complete").all()
+    assert not (out / "best.toml").exists() and json.loads((out / "plan.json").read_text())["status"] == "interrupted"
+    before = _stamps(out)
+    assert len(before) == 2
+    run_plan(spec, out, workers=1)  # the rerun reuses both and runs the rest
+    assert {k: v for k, v in _stamps(out).items() if k in before} == before and len(_stamps(out)) == 5
