@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kvbench.cli.command import Command
-from kvbench.cli.options import OUTPUT
-from kvbench.cli.sweep import Quiet, Ray, Workers
+from kvbench.cli.options import OUTPUT, TARGET
+from kvbench.cli.sweep import Quiet, Ray
 
 if TYPE_CHECKING:
     from kvbench.plan.halving import PlanResult
@@ -28,6 +28,16 @@ Out = Annotated[
         help="Plan directory: candidates/, rungs/ (one goodput search each), plan.parquet, rungs.parquet, "
         "best.toml. Rerunning reuses finished searches.",
         rich_help_panel=OUTPUT,
+    ),
+]
+Workers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        "-j",
+        help="Processes running candidates' goodput searches at once.",
+        show_default="the machine's cores",
+        rich_help_panel=TARGET,
     ),
 ]
 
