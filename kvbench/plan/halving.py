@@ -73,8 +73,8 @@ def prepare(spec: PlanSpec, out: Path) -> tuple[list[Candidate], list[dict[str, 
 def run_plan(
     spec: PlanSpec, out: Path, workers: int | None = None, ray: str | None = None, show: Show | None = None
 ) -> PlanResult:
-    """Successive halving over the rungs; DIR/plan.parquet, rungs.parquet and best.toml are written also when
-    interrupted (from the searches finished so far)."""
+    """Successive halving over the rungs; DIR/plan.parquet and rungs.parquet are written also when interrupted
+    (from the searches that ended), best.toml only when every rung ran."""
     live, pruned = prepare(spec, out)
     h = spec.file.halving
     sizes = counts(len(live), len(h.requests), h.keep, h.final)
