@@ -87,37 +87,40 @@ def _with_bar(p: PlanSpec, out: Path, workers: int | None, ray: str | None) -> P
 
 COLUMNS = {  # plan.parquet column -> table heading
     "rung": "rung",
-    "goodput_per_gpu": "goodput/GPU",
-    "goodput": "goodput req/s",
+    "goodput_per_gpu": "req/s/GPU",
+    "goodput": "req/s",
     "gpus": "GPUs",
-    "ttft_ms.p50": "TTFT p50",
-    "ttft_ms.p90": "TTFT p90",
-    "tpot_ms.p50": "TPOT p50",
-    "tpot_ms.p90": "TPOT p90",
+    "ttft_ms.p50": "TTFT p50 ms",
+    "ttft_ms.p90": "TTFT p90 ms",
+    "tpot_ms.p50": "TPOT p50 ms",
+    "tpot_ms.p90": "TPOT p90 ms",
     "prefix_hit_ratio": "hit ratio",
 }
 
 
 def _print(result: PlanResult, out: Path, top: int = 15) -> None:
-    """The ranking's top rows (front members starred), the pruned count and the chosen deployment."""
+    """The ranking's top rows (which fronts each is on), the pruned count and the chosen deployment."""
     from rich.console import Console
     from rich.table import Table
 
     from kvbench.present import fmt
 
-    t = Table(title=f"plan → {out}/plan.parquet (* Pareto front: TTFT p90 / per-user tokens/s)", title_justify="left")
+    t = Table(
+        title=f"plan → {out}/plan.parquet (front: on the Pareto front of goodput/GPU vs TTFT p90, vs per-user tokens/s)",
+        title_justify="left",
+    )
     t.add_column("#", justify="right")
     t.add_column("deployment", no_wrap=True)
     for title in COLUMNS.values():
         t.add_column(title, justify="right")
-    t.add_column("front")
+    t.add_column("front", no_wrap=True)
     ranked = [r for r in result.rows if "rank" in r]
     for r in ranked[:top]:
         rung = {"rung": str(r["rung"] + 1)}
         cells = [rung.get(c) or fmt.number(r.get(c)) for c in COLUMNS]
         front = "/".join(k for k, on in (("ttft", r.get("pareto_ttft")), ("user", r.get("pareto_user"))) if on)
-        t.add_row(str(r["rank"]), r["candidate"], *cells, front and f"* {front}")
-    console = Console(width=max(140, Console().width))
+        t.add_row(str(r["rank"]), r["candidate"], *cells, front)
+    console = Console(width=max(170, Console().width))
     console.print(t)
     err = Console(stderr=True)
     pruned = [r for r in result.rows if r.get("status") == "pruned"]

@@ -15,9 +15,9 @@ def to_toml(params: dict[str, Any], header: str = "") -> str:
 
 def _table(table: dict[str, Any], path: tuple[str, ...]) -> list[str]:
     lines = [f"{_key(k)} = {_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
-    if path and (lines or not any(isinstance(v, dict) for v in table.values())):
-        lines.insert(0, f"[{'.'.join(_key(p) for p in path)}]")
-    out = ["", *lines] if path else lines
+    if path and (lines or not any(isinstance(v, dict) for v in table.values())):  # [a] only holding [a.b]: implied
+        lines = ["", f"[{'.'.join(_key(p) for p in path)}]", *lines]
+    out = lines
     for k, v in table.items():
         if isinstance(v, dict):
             out += _table(v, (*path, k))
