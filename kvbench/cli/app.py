@@ -46,9 +46,9 @@ def _root(
 
 def _register_subcommands() -> None:
     # Each module only declares typer signatures and imports its machinery lazily inside the command bodies.
-    from kvbench.cli import calibrate, goodput, metrics, profile, replay, report, serve, sim, sweep, trace
+    from kvbench.cli import calibrate, goodput, metrics, plan, profile, replay, report, serve, sim, sweep, trace
 
-    for module in (replay, trace, sim, metrics, report, goodput, sweep, serve, profile, calibrate):
+    for module in (replay, trace, sim, metrics, report, goodput, sweep, plan, serve, profile, calibrate):
         module.register(app)
 
 

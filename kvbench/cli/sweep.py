@@ -39,8 +39,9 @@ Ray = Annotated[
     typer.Option(
         "--ray",
         metavar="auto|ADDRESS",
-        help="Run points as Ray tasks: 'auto' (a running cluster, else a local one) or a cluster address "
-        "(needs the extra kvbench\\[ray]). Each task sends its run directory back, so DIR is complete on this machine.",
+        help="Run each point (plan: each goodput search) as a Ray task: 'auto' (a running cluster, else a local "
+        "one) or a cluster address (needs the extra kvbench\\[ray]). Each task sends its runs back, so DIR is complete "
+        "on this machine.",
         rich_help_panel=TARGET,
     ),
 ]

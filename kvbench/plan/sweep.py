@@ -1,6 +1,6 @@
 """Running a sweep into DIR: one run directory per point under DIR/points/, finished points skipped on a rerun,
 the rest run one at a time (real endpoints: the server is the shared resource), on a local process pool
-(virtual-time targets) or as Ray tasks (sweep_ray.py); DIR/sweep.parquet gathers one row per point."""
+(virtual-time targets) or as Ray tasks (plan/tasks.py); DIR/sweep.parquet gathers one row per point."""
 
 from __future__ import annotations
 
@@ -72,58 +72,10 @@ def run_sweep(
 def _backend(
     sweep: Sweep, todo: list[PointJob], out: Path, workers: int | None, ray: str | None, counts: Counts, show: Progress
 ) -> Iterator[dict[str, Any]]:
-    if not todo:
-        return iter(())
-    if ray is not None:
-        from kvbench.plan.sweep_ray import run_on_ray
+    from kvbench.plan.tasks import run_tasks
 
-        return run_on_ray(todo, out / POINTS, ray, counts, show)
-    if realtime(sweep) or (workers or os.cpu_count() or 1) == 1:
-        return _one_by_one(todo, out / POINTS, counts, show)
-    return _local_pool(todo, out / POINTS, workers or os.cpu_count() or 1, counts, show)
-
-
-def _one_by_one(todo: list[PointJob], points: Path, counts: Counts, show: Progress) -> Iterator[dict[str, Any]]:
-    for job in todo:
-        counts.running = 1
-        show(counts)
-        row = run_point(job, points / job.name)
-        counts.running = 0
-        yield row
-        if row["status"] == "interrupted":
-            raise KeyboardInterrupt
-
-
-def _pool_point(job: PointJob, points: str) -> dict[str, Any]:
-    return run_point(job, Path(points) / job.name)
-
-
-def _local_pool(
-    todo: list[PointJob], points: Path, workers: int, counts: Counts, show: Progress
-) -> Iterator[dict[str, Any]]:
-    """Points on `workers` processes from a fork server (a clean process: the driver's threads, such as the
-    progress bar's, are not forked), which imports kvbench's runner once for all of them."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["kvbench.plan.points", "kvbench.run", "kvbench.analysis.figures"])
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-        pending = {pool.submit(_pool_point, job, str(points)) for job in todo}
-        try:
-            while pending:
-                counts.running = min(workers, len(pending))
-                show(counts)
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                counts.running = min(workers, len(pending))
-                for f in done:
-                    yield f.result()
-        except KeyboardInterrupt:
-            for f in pending:
-                f.cancel()
-            raise
-        finally:
-            counts.running = 0
+    n = 1 if ray is None and realtime(sweep) else workers or os.cpu_count() or 1
+    return run_tasks(run_point, todo, lambda job: out / POINTS / job.name, n, ray, counts, show)
 
 
 def write_table(out: Path, sweep: Sweep, rows: list[dict[str, Any]]) -> Path:

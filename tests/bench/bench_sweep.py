@@ -78,12 +78,15 @@ def main() -> None:
 def timed_pool(sweep, workers: int) -> float:
     """The local pool with `workers` processes, also for 1 (run_sweep runs workers=1 in this process)."""
     from kvbench.plan import sweep as sweep_mod
+    from kvbench.plan.points import run_point
+    from kvbench.plan.tasks import local_pool
 
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "out"
         t = time.perf_counter()
         sweep_mod.prepare(sweep, out)
-        rows = list(sweep_mod._local_pool(list(sweep.jobs), out / sweep_mod.POINTS, workers, *_quiet(sweep)))
+        points = out / sweep_mod.POINTS
+        rows = list(local_pool(run_point, list(sweep.jobs), lambda j: points / j.name, workers, *_quiet(sweep)))
         sweep_mod.write_table(out, sweep, rows)
         dt = time.perf_counter() - t
     assert all(r["status"] == "complete" for r in rows)

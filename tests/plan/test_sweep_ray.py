@@ -58,3 +58,32 @@ def test_ray_sweep_equals_local_pool(tmp_path: Path, cluster) -> None:
     assert _files(tmp_path / "ray") == _files(tmp_path / "pool")  # run.json, point.json, events/, ... per point
     again = run_sweep(sweep, tmp_path / "ray", ray="auto")  # resumable on Ray too: nothing left to run
     assert [r["wall_s"] for r in again] == list(on_ray["wall_s"])
+
+
+def test_ray_plan_equals_local_pool(tmp_path: Path, cluster) -> None:
+    """A plan's searches as Ray tasks: the same ranking and figures as on the local pool, every search's files back."""
+    from kvbench.plan.halving import run_plan
+    from kvbench.plan.planspec import load_plan
+
+    spec = tmp_path / "plan.toml"
+    spec.write_text(PLAN)
+    p = load_plan(spec)
+    run_plan(p, tmp_path / "pool", workers=2)
+    run_plan(p, tmp_path / "ray", ray="auto")
+    pool, on_ray = (pd.read_parquet(tmp_path / d / "plan.parquet") for d in ("pool", "ray"))
+    pd.testing.assert_frame_equal(pool, on_ray, check_exact=False, rtol=1e-12)
+    files = [sorted(str(f.relative_to(tmp_path / d)) for f in (tmp_path / d).rglob("*")) for d in ("pool", "ray")]
+    assert files[0] == files[1] and (tmp_path / "ray" / "best.toml").is_file()
+
+
+PLAN = f"""trace = "{TRACE}"
+gpu_budget = 2
+slo = "ttft=2000,tpot=100"
+[search]
+layouts = ["colocated", "pd"]
+[halving]
+requests = [30, 60]
+final = 1
+precision = 0.5
+final_precision = 0.25
+"""

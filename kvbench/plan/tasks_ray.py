@@ -1,6 +1,6 @@
-"""Sweep points as Ray tasks (the extra kvbench[ray]): each task runs its point in a scratch directory on whichever
-node it lands on and returns its row and the run directory's files through Ray's object store; the driver writes
-them under DIR/points/, so DIR is complete on the driver's machine whatever node ran the point."""
+"""Sweep points and plan searches as Ray tasks (the extra kvbench[ray]): each task runs in a scratch directory on
+whichever node it lands on and returns its row and every file it wrote through Ray's object store; the driver
+writes them into its own directory, so that is complete on the driver's machine whatever node ran the task."""
 
 from __future__ import annotations
 
@@ -8,33 +8,33 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvbench.config import ConfigError
-from kvbench.plan.points import run_point
-from kvbench.plan.sweepspec import PointJob
 
 if TYPE_CHECKING:
     from kvbench.plan.progress import Counts
 
-Files = dict[str, bytes]  # path relative to the run directory -> content
+J = TypeVar("J")
+Files = dict[str, bytes]  # path relative to the task's directory -> content
+Task = Callable[[Any, Path], dict[str, Any]]  # runs a job into a directory, returns its row
 
 
-def point_files(job: PointJob) -> tuple[dict[str, Any], Files]:
-    """Run one point in a scratch directory; its row and every file it wrote (the scratch is removed)."""
-    with tempfile.TemporaryDirectory(prefix="kvbench-point-") as tmp:
-        run_dir = Path(tmp) / job.name
-        row = run_point(job, run_dir)
-        files = {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+def in_scratch(task: Task, job: Any, name: str) -> tuple[dict[str, Any], Files]:
+    """Run `task` into a scratch directory; its row and every file it wrote (the scratch is removed)."""
+    with tempfile.TemporaryDirectory(prefix="kvbench-task-") as tmp:
+        out = Path(tmp) / name
+        row = task(job, out)
+        files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     return row, files
 
 
-def write_files(run_dir: Path, files: Files) -> None:
-    """A point's files under DIR/points/<point>/, replacing what an earlier attempt left."""
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+def write_files(out: Path, files: Files) -> None:
+    """A task's files under its directory on the driver, replacing what an earlier attempt left."""
+    if out.exists():
+        shutil.rmtree(out)
     for rel, blob in files.items():
-        path = run_dir / rel
+        path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(blob)
 
@@ -56,15 +56,15 @@ def connect(address: str) -> Callable[[], None]:
 
 
 def run_on_ray(
-    todo: list[PointJob], points: Path, address: str, counts: Counts, show: Callable[[Counts], None]
+    task: Task, jobs: list[J], dest: Callable[[J], Path], address: str, counts: Counts, show: Callable[[Counts], None]
 ) -> Iterator[dict[str, Any]]:
-    """One Ray task per point (one CPU each); rows in the order the tasks end."""
+    """One Ray task per job (one CPU each); rows in the order the tasks end."""
     import ray
 
     leave = connect(address)
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(point_files)
-        job_of = {task.remote(job): job for job in todo}
+        remote = ray.remote(num_cpus=1, max_retries=0)(in_scratch)
+        job_of = {remote.remote(task, job, dest(job).name): job for job in jobs}
         slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
         pending = list(job_of)
         try:
@@ -73,7 +73,7 @@ def run_on_ray(
                 show(counts)
                 ready, pending = ray.wait(pending, num_returns=1)
                 row, files = ray.get(ready[0])
-                write_files(points / job_of[ready[0]].name, files)
+                write_files(dest(job_of[ready[0]]), files)
                 counts.running = min(slots, len(pending))
                 yield row
         except KeyboardInterrupt:
