@@ -12,6 +12,16 @@ from kvbench.cli.options import OUTPUT, ReportFormat
 
 SLO_EXAMPLE = "ttft=200,tpot=50,e2el=5000,tbt=100"
 
+Baseline = Annotated[
+    Path | None,
+    typer.Option(
+        "--baseline", help="The run the others are compared with (one of RUNS).", show_default="the first run"
+    ),
+]
+KeepOrder = Annotated[
+    bool, typer.Option("--keep-order", help="Keep the runs in the order given (else natural: rate-5 before rate-10).")
+]
+
 
 def report(
     runs: Annotated[
@@ -48,18 +58,8 @@ def report(
             show_default="about 240 buckets per run",
         ),
     ] = None,
-    baseline: Annotated[
-        Path | None,
-        typer.Option(
-            "--baseline", help="The run the others are compared with (one of RUNS).", show_default="the first run"
-        ),
-    ] = None,
-    keep_order: Annotated[
-        bool,
-        typer.Option(
-            "--keep-order", help="Keep the runs in the order given (else natural order: rate-5 before rate-10)."
-        ),
-    ] = False,
+    baseline: Baseline = None,
+    keep_order: KeepOrder = False,
 ) -> None:
     """Write a report of one or more runs: deployment, summary, comparison with CIs, figures (report.html or report.md)."""
     from kvbench.present.report import report_command

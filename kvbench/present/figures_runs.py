@@ -10,7 +10,7 @@ import pandas as pd
 
 from kvbench.present import fmt
 from kvbench.present.collect import REQUEST_SAMPLE, RunData
-from kvbench.present.plots import colour, figure, legend, png, run_entries, tick
+from kvbench.present.plots import colour, figure, legend, png, run_entries, svg, tick
 from kvbench.present.tables import Part, Section, Table
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def request_sections(runs: list[RunData], palette: dict[str, Any]) -> list[Secti
                 "latency-throughput",
                 "Latency vs throughput",
                 caption,
-                png(latency_vs_throughput(frame[["run", *cols]], palette)),
+                svg(latency_vs_throughput(frame[["run", *cols]], palette)),
             )
         )
     reqs = [r.requests for r in runs if r.requests is not None]
@@ -103,7 +103,7 @@ def request_sections(runs: list[RunData], palette: dict[str, Any]) -> list[Secti
     sample = f"Up to {REQUEST_SAMPLE:,} finished requests per run (a fixed sample)."
     out.append(
         Section(
-            "tokens", "Tokens per request", sample + " Bins shared by the runs.", png(token_histograms(df, palette))
+            "tokens", "Tokens per request", sample + " Bins shared by the runs.", svg(token_histograms(df, palette))
         )
     )
     caption = sample + " Cached tokens: the prompt tokens the target served from its prefix cache."
@@ -174,7 +174,7 @@ def server_part(runs: list[RunData], palette: dict[str, Any]) -> Part:
         "server-metrics",
         "Scraped families over time",
         caption,
-        png(family_figure(df[df["name"].isin(families)], families, palette)),
+        svg(family_figure(df[df["name"].isin(families)], families, palette)),
     )
     table = Table(["family", "label columns", "label sets", "samples"], rows, num_from=2)
     return Part("server", "Server metrics", [table], [fig])

@@ -20,6 +20,12 @@ def _png(fig: Figure) -> str:
     return png(fig)
 
 
+def _svg(fig: Figure) -> str:
+    from kvbench.present.plots import svg
+
+    return svg(fig)
+
+
 def _concat(frames: list[pandas.DataFrame | None]) -> pandas.DataFrame | None:
     import pandas as pd
 
@@ -91,7 +97,7 @@ def _time_sections(ts: pandas.DataFrame | None, palette: dict[str, Any], bucket_
     for key, title, caption, panels, needed in TIME_FIGURES:
         if _has(ts, *needed):
             fig = over_time(ts, [Panel(*p) for p in panels], palette)
-            out.append(Section(key, title, caption + width, _png(fig)))
+            out.append(Section(key, title, caption + width, _svg(fig)))
         else:
             out.append(Section(key, title, caption, note="No data for this figure in these runs."))
     return out
@@ -145,13 +151,13 @@ def build_sections(
                 f"SLO attainment vs rate: {label}",
                 "Each point is one probe run at the arrival rate it achieved (dash-dotted: the nominal rate it "
                 "asked for); goodput is the achieved rate of the highest probe meeting the target.",
-                _png(attainment_curve(curve, doc["target"], goodput_of(doc))),
+                _svg(attainment_curve(curve, doc["target"], goodput_of(doc))),
             )
         )
     cdf = _concat([r.cdf for r in runs])
     caption = f"Finished requests; each curve is drawn from {CDF_POINTS} quantiles; one x scale for all three."
     sections.append(
-        Section("cdf", "Latency CDFs", caption, _png(latency_cdfs(cdf, palette)))
+        Section("cdf", "Latency CDFs", caption, _svg(latency_cdfs(cdf, palette)))
         if cdf is not None
         else Section("cdf", "Latency CDFs", caption, note="No finished requests: no latency to draw.")
     )

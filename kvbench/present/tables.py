@@ -43,12 +43,12 @@ class Table:
 
 @dataclass(frozen=True)
 class Section:
-    """One figure of the report: its PNG (base64) or, when the runs hold no data for it, a note saying why."""
+    """One figure of the report: its image (a data: URI) or, when the runs hold no data for it, a note saying why."""
 
     key: str
     title: str
     caption: str
-    png_b64: str | None = None
+    src: str | None = None  # the image as a data: URI
     note: str = ""
 
 

@@ -104,7 +104,7 @@ def test_untrusted_text_is_escaped_and_page_is_self_contained(html_two: str) -> 
     assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in html_two  # the workload name (Jinja2 autoescape)
     assert "<link" not in html_two and not re.search(r"""(src|href)=["']?(https?:)?//""", html_two)
     imgs = re.findall(r'<img [^>]*src="([^"]{0,30})', html_two)
-    assert imgs and all(src.startswith("data:image/png;base64,") for src in imgs)
+    assert imgs and all(src.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")) for src in imgs)
 
 
 def test_figures_without_data_are_notes(html_two: str) -> None:
