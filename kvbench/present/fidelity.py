@@ -75,12 +75,12 @@ def cdfs(pairs: pandas.DataFrame) -> Figure:
 
 
 def _figures(f: Fidelity) -> list[Section]:
-    from kvbench.present.plots import png, svg
+    from kvbench.present.plots import png
 
     caption = "Requests in both runs, joined on req_id. The dashed diagonal: the sim predicts the real run exactly."
     return [
         Section("fidelity-scatter", "Per request: sim vs real", caption, png(scatter(f.pairs))),
-        Section("fidelity-cdf", "Latency CDFs: sim and real", "Finished requests in both runs.", svg(cdfs(f.pairs))),
+        Section("fidelity-cdf", "Latency CDFs: sim and real", "Finished requests in both runs.", png(cdfs(f.pairs))),
     ]
 
 

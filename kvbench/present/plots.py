@@ -90,7 +90,7 @@ def figure(rows: int, cols: int = 1, height: float = PANEL_H_IN, sharex: bool = 
         right=right,
         bottom=0.55 / total_h,
         top=1 - 0.35 / total_h,
-        hspace=0.55 * PANEL_H_IN / height,
+        hspace=0.35 * PANEL_H_IN / height,  # x labels sit under the bottom panel only
         wspace=0.3,
     )
     return fig, axes
@@ -240,8 +240,9 @@ def heatmap(
         fig.colorbar(im, ax=ax, label=label, pad=0.01, fraction=0.04)
         ax.set_yticks(np.arange(len(pivot)) + 0.5, [str(i) for i in pivot.index])
         ax.grid(False)
-        ax.set(title=run if len(runs) > 1 else "", xlabel="time since run start (s)", ylabel="instance")
+        ax.set(title=run if len(runs) > 1 else "", ylabel="instance")
         ax.set_xlim(0, t_end)
+    axes[-1, 0].set_xlabel("time since run start (s)")  # the panels share it
     return fig
 
 
