@@ -12,24 +12,37 @@ from kvbench.cli.options import OUTPUT, ReportFormat
 
 SLO_EXAMPLE = "ttft=200,tpot=50,e2el=5000,tbt=100"
 
+Baseline = Annotated[
+    Path | None,
+    typer.Option(
+        "--baseline", help="The run the others are compared with (one of RUNS).", show_default="the first run"
+    ),
+]
+KeepOrder = Annotated[
+    bool, typer.Option("--keep-order", help="Keep the runs in the order given (else natural: rate-5 before rate-10).")
+]
+
 
 def report(
     runs: Annotated[
         list[Path],
         typer.Argument(
             help="Run directories (several: figures overlay them, a table shows deltas "
-            "against the first); a goodput output directory adds its curve.",
+            "against the baseline); a goodput output directory adds its curve; a sim run and a real run of one "
+            "workload add a fidelity section.",
         ),
     ],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Output file (HTML or Markdown).", rich_help_panel=OUTPUT)
-    ] = Path("report.html"),
+        Path | None,
+        typer.Option("--out", "-o", help="Output file; - writes to stdout.", rich_help_panel=OUTPUT),
+    ] = None,
     fmt: Annotated[
         ReportFormat,
         typer.Option(
             "--format",
             "-f",
-            help="html: one self-contained page with figures; md: a Markdown summary (e.g. a CI job summary).",
+            help="html: one self-contained page with figures (report.html); md: a Markdown summary, e.g. a CI job "
+            "summary (report.md).",
             rich_help_panel=OUTPUT,
         ),
     ] = ReportFormat.html,
@@ -45,11 +58,13 @@ def report(
             show_default="about 240 buckets per run",
         ),
     ] = None,
+    baseline: Baseline = None,
+    keep_order: KeepOrder = False,
 ) -> None:
-    """Write a report of one or more runs: metadata, summary table, latency CDFs, figures over time."""
+    """Write a report of one or more runs: deployment, summary, comparison with CIs, figures (report.html or report.md)."""
     from kvbench.present.report import report_command
 
-    report_command(runs, out, fmt.value, slo, bucket)
+    report_command(runs, out, fmt.value, slo, bucket, baseline, keep_order)
 
 
 def timeline(

@@ -1,5 +1,5 @@
-"""One run's data for the report, read on one DuckDB connection: figures, latency CDF quantiles, time buckets,
-instance load, a sample of KV transfers and the failures."""
+"""One run's data for the report, read on one DuckDB connection: figures, bootstrap samples, latency CDF quantiles,
+time buckets, instance load, samples of requests and KV transfers, token counts, server metrics and the failures."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvbench.analysis import metrics
+from kvbench.analysis.bootstrap import samples
 from kvbench.analysis.catalogue import by_key
 from kvbench.analysis.figures import figures
 from kvbench.analysis.runset import check_run, open_runs
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 
 CDF_POINTS = 400  # quantiles per latency CDF: smooth to the eye at any run size
 KV_SAMPLE = 4_000  # KV transfers drawn per run
+REQUEST_SAMPLE = 4_000  # requests drawn per run for the per-request scatter figures
+REPORT_SAMPLE = 2_000  # per-request values per run kept for the comparison's bootstrap intervals
+REPORT_RESAMPLES = 400  # bootstrap resamples of the comparison's intervals
 FAILURE_ROWS = 20  # distinct (kind, detail) rows of the failures table
 CDF_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # catalogue keys of the latencies drawn as CDFs
 
@@ -40,6 +44,9 @@ class RunData:
     load: Any  # DataFrame (metrics.instance_load) or None without a steps table
     kv: Any  # DataFrame run, nbytes, time_ms (sample) or None without transfers
     failures: list = field(default_factory=list)  # (kind, detail, count)
+    samples: dict = field(default_factory=dict)  # bootstrap samples (kvbench.analysis.bootstrap.samples)
+    requests: Any = None  # DataFrame run, input_tokens, output_tokens, cached_tokens, ttft_ms (sample) or None
+    server: Any = None  # DataFrame run, t_s, name, labels, value (scraped server metrics) or None
 
 
 def _cdf(con: duckdb.DuckDBPyConnection, name: str) -> pandas.DataFrame | None:
@@ -76,6 +83,30 @@ def _kv_sample(con: duckdb.DuckDBPyConnection, name: str) -> pandas.DataFrame | 
     return df
 
 
+def _requests(con: duckdb.DuckDBPyConnection, name: str) -> pandas.DataFrame | None:
+    """Up to REQUEST_SAMPLE finished requests (a deterministic sample): token counts and TTFT."""
+    df = con.execute(
+        "SELECT input_tokens, output_tokens, coalesce(cached_tokens, 0) AS cached_tokens, ttft_ns FROM per_request "
+        "WHERE status = 'FINISH' ORDER BY hash(req_id) LIMIT ?",
+        [REQUEST_SAMPLE],
+    ).df()
+    if df.empty:
+        return None
+    df.insert(0, "run", name)
+    df["ttft_ms"] = ns_to_ms(df.pop("ttft_ns").astype(float))
+    return df
+
+
+def _server(con: duckdb.DuckDBPyConnection, name: str) -> pandas.DataFrame | None:
+    """The scraped Prometheus samples (server_metrics table), times in seconds since the run's start."""
+    df = con.execute("SELECT t_ns, name, labels, value FROM server_metrics ORDER BY name, labels, t_ns").df()
+    if df.empty:
+        return None
+    df.insert(0, "run", name)
+    df["t_s"] = ns_to_s(df.pop("t_ns").astype(float))
+    return df
+
+
 def _failures(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int]]:
     return con.execute(
         "SELECT CAST(kind AS VARCHAR), coalesce(detail, ''), count(*) AS n FROM events "
@@ -106,6 +137,9 @@ def collect_run(run_dir: Path, name: str, slo: Slo | None, bucket_s: float) -> R
             load,
             _kv_sample(con, name),
             _failures(con),
+            samples(con, seed=int(manifest.get("seed") or 0), max_n=REPORT_SAMPLE),
+            _requests(con, name),
+            _server(con, name),
         )
     finally:
         con.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.analysis.bootstrap import LEVEL, RESAMPLES, delta_ci, has_ci
-from kvbench.analysis.catalogue import headline_keys
+from kvbench.analysis.catalogue import Direction, direction_of, headline_keys
 from kvbench.analysis.slo import Slo, parse_slo
 from kvbench.config import ConfigError
 from kvbench.present import fmt, summary
@@ -75,6 +75,24 @@ def compare(
     return [delta_for(k, base, cand, resamples) for k in keys]
 
 
+def verdict(d: Delta) -> str:
+    """'better' / 'worse' only when the interval excludes zero (by the metric's direction); 'no significant change'
+    when it does not; 'changed, no CI' without an interval; '' without a difference."""
+    if d.delta is None or d.delta == 0:
+        return ""
+    if d.significant is None:
+        return "changed, no CI"
+    if not d.significant:
+        return "no significant change"
+    try:
+        direction = direction_of(d.metric)
+    except KeyError:  # a summary.json key the catalogue no longer has
+        direction = Direction.NEITHER
+    if direction is Direction.NEITHER:
+        return "significant change"
+    return "better" if (d.delta > 0) == (direction is Direction.HIGHER) else "worse"
+
+
 def all_keys(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     return sorted(set(base["metrics"]) | set(cand["metrics"]))
 
@@ -87,10 +105,10 @@ def print_table(deltas: list[Delta], base_name: str, cand_name: str, resamples: 
         title=f"{cand_name} vs {base_name}",
         title_justify="left",
         caption=f"CI: {fmt.share(LEVEL)} bootstrap interval of (candidate - baseline), {resamples} seeded resamples "
-        f"of per-request values; * = interval excludes 0",
+        f"of per-request values; a change is called better or worse only when its interval excludes 0",
         caption_justify="left",
     )
-    for col in ("metric", "baseline", "candidate", "delta", "delta %", "CI low", "CI high", ""):
+    for col in ("metric", "baseline", "candidate", "delta", "delta %", "CI low", "CI high", "verdict"):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for d in deltas:
         lo, hi = d.ci if d.ci else (None, None)
@@ -99,9 +117,14 @@ def print_table(deltas: list[Delta], base_name: str, cand_name: str, resamples: 
             *(fmt.number(v, fmt.COMPARE) for v in (d.base, d.cand, d.delta)),
             fmt.percent(d.rel, 1, signed=True),
             *(fmt.number(v, fmt.COMPARE) for v in (lo, hi)),
-            "*" if d.significant else "",
+            _styled(verdict(d)),
         )
     Console(width=140).print(t)
+
+
+def _styled(text: str) -> str:
+    colour = {"better": "green", "worse": "red"}.get(text)
+    return f"[{colour}]{text}[/{colour}]" if colour else text
 
 
 def compare_command(base: Path, cand: Path, slo: str | None, resamples: int, json_out: bool, all_metrics: bool) -> None:

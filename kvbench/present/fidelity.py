@@ -1,16 +1,19 @@
-"""The fidelity comparison as text (terminal) and as one self-contained HTML page with per-request overlays."""
+"""The fidelity comparison as text (terminal), as a report section, and as one self-contained HTML page."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvbench.analysis.fidelity import PER_REQUEST, Fidelity
 from kvbench.present import fmt
-from kvbench.present.render import CSS, esc
+from kvbench.present.tables import Part, Section, Table
 
 if TYPE_CHECKING:
     import pandas
     from matplotlib.figure import Figure
+
+    from kvbench.present.collect import RunData
 
 
 def _value(r: dict[str, Any], side: str) -> str:
@@ -34,26 +37,26 @@ def table_text(f: Fidelity) -> str:
     out = [f"sim {f.sim} vs real {f.real} ({len(f.pairs)} requests in both)"]
     for row in lines:
         out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
-    worst = ", ".join(f"{s} {fmt.percent(f.worst(s), 1)}" for s in ("p50", "p90", "p99"))
-    out.append(f"worst |error| of TTFT/TPOT/ITL/E2E: {worst}")
+    out.append(f"worst |error| of TTFT/TPOT/ITL/E2E: {_worst(f)}")
     return "\n".join(out)
+
+
+def _worst(f: Fidelity) -> str:
+    return ", ".join(f"{s} {fmt.percent(f.worst(s), 1)}" for s in ("p50", "p90", "p99"))
 
 
 def scatter(pairs: pandas.DataFrame) -> Figure:
     """Per request, sim (y) against real (x) for TTFT, TPOT and E2E; the diagonal is a perfect prediction."""
-    import seaborn as sns
-    from matplotlib.figure import Figure
+    from kvbench.present.plots import COLOURS, figure
 
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.85):
-        fig = Figure(figsize=(10.0, 3.4), layout="constrained")
-        axes = fig.subplots(1, len(PER_REQUEST), squeeze=False)[0]
-    for ax, (key, _) in zip(axes, PER_REQUEST):
+    fig, axes = figure(1, len(PER_REQUEST), height=3.4, sharex=False, legend=False)
+    for ax, (key, _) in zip(axes[0], PER_REQUEST):
         x, y = pairs[f"{key}_real"], pairs[f"{key}_sim"]
-        ax.scatter(x, y, s=10, alpha=0.6)
+        ax.scatter(x, y, s=10, alpha=0.6, color=COLOURS[0], linewidths=0)
         hi = float(max(x.max(), y.max())) if len(pairs) and x.notna().any() else 1.0
         ax.plot([0, hi], [0, hi], color="grey", linewidth=1, linestyle="--")
         name = key.removesuffix("_ms").upper()
-        ax.set(title=name, xlabel=f"real {name} (ms)", ylabel=f"sim {name} (ms)")
+        ax.set(title=name, xlabel=f"real {name} (ms)", ylabel=f"sim {name} (ms)", xlim=(0, None), ylim=(0, None))
     return fig
 
 
@@ -71,33 +74,57 @@ def cdfs(pairs: pandas.DataFrame) -> Figure:
     return latency_cdfs(pd.concat(parts, ignore_index=True).dropna())
 
 
-def _png(fig: Figure) -> str:
-    import base64
-    import io
+def _figures(f: Fidelity) -> list[Section]:
+    from kvbench.present.plots import png
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96, metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    caption = "Requests in both runs, joined on req_id. The dashed diagonal: the sim predicts the real run exactly."
+    return [
+        Section("fidelity-scatter", "Per request: sim vs real", caption, png(scatter(f.pairs))),
+        Section("fidelity-cdf", "Latency CDFs: sim and real", "Finished requests in both runs.", png(cdfs(f.pairs))),
+    ]
+
+
+def fidelity_table(f: Fidelity) -> Table:
+    return Table(HEAD, [_cells(r) for r in f.rows])
+
+
+def fidelity_parts(runs: list[RunData]) -> list[Part]:
+    """A Fidelity section when the runs hold a simulated run and a real one of the same workload (the first such
+    pair, in report order); none otherwise."""
+    from kvbench.analysis.fidelity import figure_rows, request_pairs
+
+    def kind(r: RunData) -> str:
+        return str((r.manifest.get("target") or {}).get("kind", ""))
+
+    def workload(r: RunData) -> Any:
+        return (r.manifest.get("workload") or {}).get("name")
+
+    sims = [r for r in runs if kind(r) == "sim"]
+    reals = [r for r in runs if kind(r) not in ("sim", "")]
+    pair = next(((s, r) for s in sims for r in reals if workload(s) == workload(r)), None)
+    if pair is None:
+        return []
+    sim, real = pair
+    f = Fidelity(
+        sim.name, real.name, figure_rows(sim.summary, real.summary), request_pairs(Path(sim.path), Path(real.path))
+    )
+    intro = (
+        f"Simulated run {sim.name} against real run {real.name} ({len(f.pairs):,} requests in both); "
+        f"error = (sim − real) / real. Worst |error| of TTFT/TPOT/ITL/E2E: {_worst(f)}."
+    )
+    return [Part("fidelity", "Fidelity: sim vs real", [fidelity_table(f)], _figures(f), intro=intro)]
 
 
 def render_html(f: Fidelity) -> str:
     """One page: the comparison table and the two overlay figures (embedded PNGs, no network needed)."""
-    th = "".join(f"<th>{h}</th>" for h in HEAD)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="num">{esc(c)}</td>' if i else f"<td>{esc(c)}</td>" for i, c in enumerate(cs))
-        + "</tr>"
-        for cs in map(_cells, f.rows)
-    )  # fmt: skip
-    figures = "".join(
-        f'<figure><h3>{esc(title)}</h3><img alt="{esc(title)}" src="data:image/png;base64,{_png(build(f.pairs))}">'
-        f"</figure>"
-        for title, build in (("Per request: sim vs real", scatter), ("Latency CDFs", cdfs))
-    )
-    title = f"kvbench fidelity: {f.sim} vs {f.real}"
-    return (
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-        f"<style>{CSS}</style></head><body><main><header><h1>{esc(title)}</h1>"
-        f'<p class="sub">{len(f.pairs)} requests in both runs; error = (sim − real) / real</p></header>'
-        f'<section><h2>Comparison</h2><div class="wrap"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody>'
-        f"</table></div>{figures}</section></main></body></html>\n"
+    from kvbench.present.render import render_page
+    from kvbench.version import __version__
+
+    return render_page(
+        "fidelity.html.j2",
+        title=f"kvbench fidelity: {f.sim} vs {f.real}",
+        sub=f"{len(f.pairs)} requests in both runs; error = (sim − real) / real",
+        fidelity_table=fidelity_table(f),
+        figures=_figures(f),
+        version=__version__,
     )

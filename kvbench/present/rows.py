@@ -1,4 +1,4 @@
-"""The report's summary table: the catalogue's report metrics across runs, and each run's difference to the first."""
+"""The report's summary table: the catalogue's report metrics across runs, per-GPU rates, and deltas to the base."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any, NamedTuple
 
 from kvbench.analysis.catalogue import Direction, Display, direction_of, report_rows
 from kvbench.present import fmt
+
+PER_GPU = ("request_throughput", "output_token_throughput", "goodput")  # totals shown again divided by GPUs
 
 
 def fmt_value(value: Any, display: Display) -> str:
@@ -28,8 +30,14 @@ class Row(NamedTuple):
     display: Display
 
 
-def summary_rows(summaries: list[dict]) -> list[Row]:
-    """A Row for every catalogue metric shown in the report that some run has a value for."""
+def _per_gpu(value: Any, gpus: int | None) -> float | None:
+    return None if value is None or not gpus else value / gpus
+
+
+def summary_rows(summaries: list[dict], gpus: list[int | None] | None = None) -> list[Row]:
+    """A Row for every catalogue metric shown in the report that some run has a value for; after each total of
+    PER_GPU, the same per GPU when some run's GPU count is known (run.json's target)."""
+    gpus = gpus or [None] * len(summaries)
     out = []
     for key, metric, stat in report_rows():
         raw = [s.get(key) for s in summaries]
@@ -37,6 +45,19 @@ def summary_rows(summaries: list[dict]) -> list[Row]:
             continue
         values = [fmt_value(v, metric.display) for v in raw]
         out.append(Row(key, metric.title(stat), values, direction_of(key), raw, metric.display))
+        if key in PER_GPU and any(gpus):
+            per = [_per_gpu(v, g) for v, g in zip(raw, gpus)]
+            label = metric.title(stat).replace(" (", " per GPU (", 1)
+            out.append(
+                Row(
+                    f"{key}_per_gpu",
+                    label,
+                    [fmt_value(v, Display.NUM) for v in per],
+                    direction_of(key),
+                    per,
+                    Display.NUM,
+                )
+            )
     return out
 
 

@@ -2,36 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvbench.plan.goodput import goodput_of
 from kvbench.present import fmt
 from kvbench.present.collect import CDF_POINTS, KV_SAMPLE, RunData
+from kvbench.present.tables import Part, Section
 
 if TYPE_CHECKING:
     import pandas
     from matplotlib.figure import Figure
 
 
-@dataclass(frozen=True)
-class Section:
-    """One figure of the report: its PNG (base64) or, when the runs hold no data for it, a note saying why."""
-
-    key: str
-    title: str
-    caption: str
-    png_b64: str | None = None
-    note: str = ""
-
-
 def _png(fig: Figure) -> str:
-    import base64
-    import io
+    from kvbench.present.plots import png
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96, metadata={"Software": None})  # no version stamp: same bytes each time
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return png(fig)
+
+
+def _svg(fig: Figure) -> str:
+    from kvbench.present.plots import svg
+
+    return svg(fig)
 
 
 def _concat(frames: list[pandas.DataFrame | None]) -> pandas.DataFrame | None:
@@ -91,6 +83,8 @@ TIME_FIGURES: tuple[tuple[str, str, str, list[tuple[str, dict[str, str]]], tuple
 def _time_sections(ts: pandas.DataFrame | None, palette: dict[str, Any], bucket_s: float) -> list[Section]:
     from kvbench.present.plots import Panel, over_time
 
+    width = f" Buckets of {fmt.number(bucket_s, fmt.MARK)} s, every run on one time axis."
+
     if ts is None:
         return [Section("over-time", "Over time", "", note="No requests in the log: nothing to draw over time.")]
     ts = ts.assign(
@@ -102,17 +96,22 @@ def _time_sections(ts: pandas.DataFrame | None, palette: dict[str, Any], bucket_
     out = []
     for key, title, caption, panels, needed in TIME_FIGURES:
         if _has(ts, *needed):
-            out.append(Section(key, title, caption, _png(over_time(ts, [Panel(*p) for p in panels], palette))))
+            fig = over_time(ts, [Panel(*p) for p in panels], palette)
+            out.append(Section(key, title, caption + width, _svg(fig)))
         else:
             out.append(Section(key, title, caption, note="No data for this figure in these runs."))
     return out
 
 
-def _load_sections(load: pandas.DataFrame | None) -> list[Section]:
-    from kvbench.present.plots import heatmap
+def _load_sections(load: pandas.DataFrame | None, bucket_s: float) -> list[Section]:
+    from kvbench.present.plots import MAX_HEATMAP_COLUMNS, heatmap
 
-    caption_u = "Share of each time bucket an instance spent computing batch steps (simulator steps table)."
-    caption_kv = "Mean KV-cache blocks in use / capacity while busy (simulator steps table); grey: idle."
+    width = (
+        f" Buckets of {fmt.number(bucket_s, fmt.MARK)} s (merged to at most {MAX_HEATMAP_COLUMNS} columns); "
+        "every run on one time axis."
+    )
+    caption_u = "Share of each time bucket an instance spent computing batch steps (simulator steps table)." + width
+    caption_kv = "Mean KV-cache blocks in use / capacity while busy (simulator steps table); grey: idle." + width
     if load is None:
         note = "No steps table (real-endpoint runs record no per-instance steps): heatmaps omitted."
         return [
@@ -124,13 +123,13 @@ def _load_sections(load: pandas.DataFrame | None) -> list[Section]:
             "util-heatmap",
             "Per-instance utilisation",
             caption_u,
-            _png(heatmap(load, "utilisation", "utilisation", vmax=1.0, fill=0.0)),
+            _png(heatmap(load, "utilisation", "utilisation", vmax=1.0, fill=0.0, bucket_s=bucket_s)),
         ),
         Section(
             "kv-heatmap",
             "Per-instance KV occupancy",
             caption_kv,
-            _png(heatmap(load, "kv_occupancy", "KV occupancy", vmax=1.0)),
+            _png(heatmap(load, "kv_occupancy", "KV occupancy", vmax=1.0, bucket_s=bucket_s)),
         ),
     ]
 
@@ -138,7 +137,7 @@ def _load_sections(load: pandas.DataFrame | None) -> list[Section]:
 def build_sections(
     runs: list[RunData], goodputs: list[tuple[str, dict[str, Any]]], palette: dict[str, Any], bucket_s: float
 ) -> list[Section]:
-    """Every figure of the report, in reading order; figures without data become notes."""
+    """Every figure of the Figures part, in reading order; figures without data become notes."""
     import pandas as pd
 
     from kvbench.present.plots import attainment_curve, kv_transfers, latency_cdfs
@@ -152,18 +151,18 @@ def build_sections(
                 f"SLO attainment vs rate: {label}",
                 "Each point is one probe run at the arrival rate it achieved (dash-dotted: the nominal rate it "
                 "asked for); goodput is the achieved rate of the highest probe meeting the target.",
-                _png(attainment_curve(curve, doc["target"], goodput_of(doc))),
+                _svg(attainment_curve(curve, doc["target"], goodput_of(doc))),
             )
         )
     cdf = _concat([r.cdf for r in runs])
-    caption = f"Finished requests; each curve is drawn from {CDF_POINTS} quantiles."
+    caption = f"Finished requests; each curve is drawn from {CDF_POINTS} quantiles; one x scale for all three."
     sections.append(
-        Section("cdf", "Latency CDFs", caption, _png(latency_cdfs(cdf, palette)))
+        Section("cdf", "Latency CDFs", caption, _svg(latency_cdfs(cdf, palette)))
         if cdf is not None
         else Section("cdf", "Latency CDFs", caption, note="No finished requests: no latency to draw.")
     )
     sections += _time_sections(_concat([r.timeseries for r in runs]), palette, bucket_s)
-    sections += _load_sections(_concat([r.load for r in runs]))
+    sections += _load_sections(_concat([r.load for r in runs]), bucket_s)
     kv = _concat([r.kv for r in runs])
     caption = (
         "Fitted t = α + bytes/β per run: left of the dotted knee (α·β) transfers are RTT-bound, right of it "
@@ -175,3 +174,17 @@ def build_sections(
         else Section("kv-transfer", "KV transfer time vs size", caption, note="No KV transfers in these runs.")
     )
     return sections
+
+
+def figure_parts(
+    runs: list[RunData], goodputs: list[tuple[str, dict[str, Any]]], palette: dict[str, Any], bucket_s: float
+) -> list[Part]:
+    """The report's figure sections: figures, requests, server metrics and (sim and real runs given) fidelity."""
+    from kvbench.present.fidelity import fidelity_parts
+    from kvbench.present.figures_runs import request_sections, server_part
+
+    parts = [Part("figures", "Figures", figures=build_sections(runs, goodputs, palette, bucket_s))]
+    if runs:
+        parts.append(Part("requests", "Requests", figures=request_sections(runs, palette)))
+        parts.append(server_part(runs, palette))
+    return parts + fidelity_parts(runs)

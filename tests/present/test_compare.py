@@ -115,3 +115,14 @@ def test_cli_compare_runs(two_runs):
     deltas = {d["metric"]: d for d in json.loads(p.stdout)["deltas"]}
     assert deltas["ttft_ms.p99"]["delta"] == pytest.approx(20) and deltas["ttft_ms.p99"]["ci"] == [20.0, 20.0]
     assert deltas["tpot_ms.mean"]["delta"] == 0 and deltas["e2e_ms.mean"]["delta"] == pytest.approx(20)
+
+
+def test_verdict_names_a_change_only_when_its_interval_excludes_zero() -> None:
+    from kvbench.present.compare import Delta, verdict
+
+    # TTFT is better lower: +20 ms with CI [5, 35] is worse; CI [-10, 50] spans zero; no samples, no interval.
+    assert verdict(Delta("ttft_ms.p99", 100.0, 120.0, 20.0, 0.2, (5.0, 35.0))) == "worse"
+    assert verdict(Delta("ttft_ms.p99", 100.0, 80.0, -20.0, -0.2, (-35.0, -5.0))) == "better"
+    assert verdict(Delta("ttft_ms.p99", 100.0, 120.0, 20.0, 0.2, (-10.0, 50.0))) == "no significant change"
+    assert verdict(Delta("request_throughput", 1.0, 2.0, 1.0, 1.0, None)) == "changed, no CI"
+    assert verdict(Delta("ttft_ms.p99", 100.0, 100.0, 0.0, 0.0, (0.0, 0.0))) == ""

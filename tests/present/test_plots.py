@@ -60,27 +60,24 @@ def test_over_time_draws_one_line_per_run_and_series() -> None:
     assert ys == [(0, 1, 2, 3, 4), (0, 2, 4, 6, 8)]
 
 
-def test_heatmap_fills_idle_buckets_and_ticks_round_times() -> None:
+def test_heatmap_fills_idle_buckets_and_shares_the_time_axis() -> None:
     # Instance i0 busy in buckets 0, 10, 30 s (20 s missing: idle -> 0 when fill=0); i1 in 0 and 30.
+    # Run b lasts 10 s only: its panel still spans run a's 40 s, so equal times line up.
     df = pd.DataFrame(
         {
-            "run": "a",
-            "instance": ["i0", "i0", "i0", "i1", "i1"],
-            "t_s": [0.0, 10.0, 30.0, 0.0, 30.0],
-            "utilisation": [0.5, 1.0, 0.25, 0.75, 1.0],
+            "run": ["a"] * 5 + ["b"],
+            "instance": ["i0", "i0", "i0", "i1", "i1", "i0"],
+            "t_s": [0.0, 10.0, 30.0, 0.0, 30.0, 0.0],
+            "utilisation": [0.5, 1.0, 0.25, 0.75, 1.0, 0.5],
         }
     )
-    fig = plots.heatmap(df, "utilisation", "utilisation", vmax=1.0, fill=0.0)
-    mesh = fig.axes[0].collections[0]
-    values = np.asarray(mesh.get_array()).reshape(2, 4)  # rows i0, i1; columns 0, 10, 20, 30 s
+    fig = plots.heatmap(df, "utilisation", "utilisation", vmax=1.0, fill=0.0, bucket_s=10.0)
+    image = fig.axes[0].images[0]
+    values = np.asarray(image.get_array()).reshape(2, 4)  # rows i0, i1; columns 0, 10, 20, 30 s
     assert values.tolist() == [[0.5, 1.0, 0.0, 0.25], [0.75, 0.0, 0.0, 1.0]]
-
-
-def test_time_ticks_land_on_round_times() -> None:
-    cols = [i * 5.0 for i in range(200)]  # 0 .. 995 s in 5-s buckets: span/10 = 99.5 -> a tick every 100 s
-    pos, labels = plots._time_ticks(cols)
-    assert labels == [f"{v:,}" for v in range(0, 1000, 100)]
-    assert pos == [i * 20 + 0.5 for i in range(10)]  # 100 s = 20 columns; ticks at cell centres
+    assert image.get_extent()[:2] == [0.0, 40.0]  # cells from 0 to the end of the 30-s bucket
+    run_axes = [ax for ax in fig.axes if ax.images and ax.get_ylabel() == "instance"]
+    assert [ax.get_xlim() for ax in run_axes] == [(0.0, 40.0), (0.0, 40.0)]
 
 
 def test_rebucket_caps_columns() -> None:

@@ -92,27 +92,32 @@ def test_summary_values_computed_by_hand(runs, html_two: str) -> None:
     assert _cell(summary, "prefix hit ratio, achieved") == ["20.00 %", "20.00 %"]
     assert _cell(summary, "prefix hit ratio, trace-implied") == ["25.00 %", "25.00 %"]
     comparison = html_two.split('id="comparison"')[1].split("</section>")[0]
-    assert _cell(comparison, "TTFT mean (ms)") == ["75", '<span class="worse">+20 (+26.7%)</span>']
+    # Two requests a run: the bootstrap interval of +20 ms spans zero, so the change is not flagged.
+    ttft = _cell(comparison, "TTFT mean (ms)")
+    assert ttft[0] == "75" and ttft[1].startswith('<span class="same">+20 (+26.7%)</span><br><span class="ci">95% CI [')
+    assert ttft[1].endswith(": no significant change</span>")
 
 
 def test_untrusted_text_is_escaped_and_page_is_self_contained(html_two: str) -> None:
     assert "<script" not in html_two.lower() and "onerror=alert" not in html_two.replace("onerror=alert(2)&gt;", "")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html_two  # the failure detail, shown as text
-    assert "&quot;&gt;&lt;img src=x onerror=alert(2)&gt;" in html_two  # the workload name
+    assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in html_two  # the workload name (Jinja2 autoescape)
     assert "<link" not in html_two and not re.search(r"""(src|href)=["']?(https?:)?//""", html_two)
     imgs = re.findall(r'<img [^>]*src="([^"]{0,30})', html_two)
-    assert imgs and all(src.startswith("data:image/png;base64,") for src in imgs)
+    assert imgs and all(src.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")) for src in imgs)
 
 
 def test_figures_without_data_are_notes(html_two: str) -> None:
-    assert html_two.count("<img ") == 6  # CDFs, latency, throughput, in flight, cache hits, failures over time
+    # CDFs, latency, throughput, in flight, cache hits, failures over time; latency vs throughput, token histograms,
+    # TTFT vs prompt and cached tokens
+    assert html_two.count("<img ") == 9
     assert "No steps table" in html_two and "No KV transfers in these runs." in html_two
 
 
 def test_markdown_summary_escapes_and_compares(runs) -> None:
     md = build_report(list(runs), "md")
     assert "<script" not in md and "| ERROR | server\\_error: &lt;script&gt;alert(1)&lt;/script&gt; | 1 |" in md
-    assert "| TTFT mean (ms) | 75 | +20 (+26.7%) ❌ |" in md
+    assert "| TTFT mean (ms) | 75 | +20 (+26.7%), 95% CI \\[-10, +50\\]: no significant change |" in md
     assert "| requests | 3 | 3 |" in md
 
 
@@ -207,5 +212,5 @@ def test_cli_report_with_goodput_curve_renders_in_chromium(runs, tmp_path: Path,
     dom = subprocess.run([chromium, *flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "CONSOLE" not in dom.stderr and "Uncaught" not in dom.stderr, dom.stderr[-2000:]
-    assert dom.stdout.count("<img ") == 7 and 'id="goodput"' in dom.stdout  # 6 run figures + attainment curve
+    assert dom.stdout.count("<img ") == 10 and 'id="goodput"' in dom.stdout  # 9 run figures + attainment curve
     assert "SLO attainment vs rate" in dom.stdout and "&lt;script&gt;" in dom.stdout
