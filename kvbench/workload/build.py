@@ -133,7 +133,8 @@ def retimed(
 
 
 def spec_digest(spec: WorkloadSpec) -> str:
-    h = hashlib.sha256(Path(spec.source).read_bytes())
+    src = Path(spec.source)  # a spec file, or none for a workload made from command-line options
+    h = hashlib.sha256(src.read_bytes() if src.is_file() else repr(spec).encode())
     p = Path(spec.path) if spec.path else None
     if p is not None and p.is_file():
         h.update(file_digest(p).encode())
