@@ -57,8 +57,7 @@ def replay_command(
     if quiet or workers != 1:  # worker processes report their counts at the end only
         run_dir, stats = execute(wl, spec, opts)
     else:
-        total = max_requests if dataset is None else dataset.num_prompts
-        run_dir, stats = _execute_with_progress(wl, spec, opts, total)
+        run_dir, stats = _execute_with_progress(wl, spec, opts, None if dataset is None else dataset.num_prompts)
     errors = load_run(run_dir).get("worker_errors")
     if errors and not quiet:
         print("kvbench: " + "; ".join(errors), file=sys.stderr)
