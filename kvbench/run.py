@@ -82,6 +82,7 @@ def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id:
             "digest": workload.digest,
             "slo_ms": workload.slo_ms,
             "shaping": workload.shaping,
+            **({"tokens": workload.tokens} if workload.tokens else {}),
         },
         "target": {
             "kind": spec.kind,

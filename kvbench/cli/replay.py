@@ -73,6 +73,7 @@ def replay(
     random_output_len: o.OutputLen = 128,
     random_range_ratio: o.RangeRatio = 0.0,
     random_prefix_len: o.PrefixLen = 0,
+    tokenizer: o.Tokenizer = None,
     max_requests: o.MaxRequests = None,
     start: Start = 0.0,
     duration: Duration = None,
@@ -103,6 +104,7 @@ def replay(
     source = o.source(trace, workload, dataset_name, dataset_path)
     check_trace(trace)
     o.check_file(dataset_path)
+    o.check_tokenizer(tokenizer)
     result = o.result_options(save_result, result_dir, result_filename, percentile_metrics, metric_percentiles)
     timing = o.timing(rate, burstiness, concurrency, users, think_time, dataset_name is not None)
     parsed_slo = o.check_slo(slo)
@@ -117,11 +119,13 @@ def replay(
         from kvbench.workload.dataset import DEFAULT_PROMPTS, Dataset
 
         lengths = (random_input_len, random_output_len, random_range_ratio, random_prefix_len)
-        dataset = Dataset(str(dataset_name), dataset_path, max_requests or DEFAULT_PROMPTS, *lengths)
+        prompts = max_requests or DEFAULT_PROMPTS
+        dataset = Dataset(str(dataset_name), dataset_path, prompts, *lengths, tokenizer=str(tokenizer or ""))
     code = replay_command(
         trace=trace,
         workload=workload,
         dataset=dataset,
+        tokenizer=str(tokenizer or ""),
         target=target,
         overrides=set_ or [],
         model=model,

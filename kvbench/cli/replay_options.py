@@ -149,6 +149,16 @@ ResultFilename = Annotated[
         rich_help_panel=OUTPUT,
     ),
 ]
+Tokenizer = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokenizer",
+        help="A tokenizer.json (or its folder) counting the tokens of text workloads (ShareGPT); needs the "
+        "`tokenizers` package (pip install 'kvbench[tokens]').",
+        show_default="ceil(characters / 4), recorded as an estimate in run.json",
+        rich_help_panel=WORKLOAD,
+    ),
+]
 Model = Annotated[
     str | None,
     typer.Option("--model", help="Model name sent to an endpoint (= --set model=NAME).", rich_help_panel=TARGET),
@@ -236,6 +246,14 @@ def check_file(path: Path | None) -> None:
         from kvbench.workload.inputs import check_file as check
 
         check(path)
+
+
+def check_tokenizer(path: Path | None) -> None:
+    """--tokenizer names a tokenizer.json (or a folder holding one)."""
+    if path is not None:
+        from kvbench.workload.tokens import tokenizer_file
+
+        tokenizer_file(path)
 
 
 def check_slo(text: str | None) -> Slo | None:

@@ -29,6 +29,7 @@ def replay_command(
     trace: Path | None,
     workload: str | None,
     dataset: Dataset | None,
+    tokenizer: str,
     target: str,
     model: str | None,
     overrides: list[str],
@@ -47,7 +48,7 @@ def replay_command(
 ) -> int:
     if out is not None:
         check_out(out, overwrite)  # before reading the trace: a taken --out is known at once
-    wl = _workload(trace, workload, dataset, timing, seed)
+    wl = _workload(trace, workload, dataset, tokenizer, timing, seed)
     wl = load.shape(wl, time_scale, start, duration, max_requests)
     load.require_requests(wl)
     if slo:
@@ -72,14 +73,14 @@ def replay_command(
 
 
 def _workload(
-    trace: Path | None, workload: str | None, dataset: Dataset | None, timing: Timing, seed: int
+    trace: Path | None, workload: str | None, dataset: Dataset | None, tokenizer: str, timing: Timing, seed: int
 ) -> load.Workload:
     """The workload of --trace, --workload or --dataset-name, timed by --request-rate/--burstiness."""
     if dataset is not None:
         rate = timing.rate if timing.rate is not None else float("inf")
         wl = dataset_workload(dataset, load.request_arrivals(rate, timing.burstiness), seed)
         return replace(wl, shaping={**wl.shaping, "rate_per_s": "inf" if rate == float("inf") else rate})
-    wl = load.select(trace, workload, seed)
+    wl = load.select(trace, workload, seed, tokenizer=tokenizer)
     return wl if timing.rate is None else load.retime(wl, timing.rate, timing.burstiness, seed)
 
 

@@ -37,6 +37,7 @@ class Dataset:
     output_len: int = 128
     range_ratio: float = 0.0
     prefix_len: int = 0
+    tokenizer: str = ""  # a tokenizer.json counting sharegpt's tokens
 
 
 def lengths(mean: int, ratio: float, flag: str) -> LengthSpec:
@@ -75,6 +76,6 @@ def dataset_workload(d: Dataset, arrivals: ArrivalSpec | None, seed: int) -> Wor
     path = check_file(d.path)
     spec = WorkloadSpec(
         name=path.stem, source=str(path), kind="trace", path=str(path), format="sharegpt", requests=d.num_prompts,
-        arrivals=timing,
+        arrivals=timing, tokenizer=d.tokenizer,
     )  # fmt: skip
     return build(spec, seed)

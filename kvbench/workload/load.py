@@ -28,19 +28,27 @@ __all__ = [
 ]
 
 
-def from_trace(path: str | Path, seed: int = 0) -> Workload:
+def from_trace(path: str | Path, seed: int = 0, tokenizer: str = "") -> Workload:
     """A trace file replayed as recorded. The format is chosen from the file's first bytes (see build.detect_format);
-    files without timestamps (ShareGPT, length CSVs) get Poisson arrivals at 1 req/s from `seed`."""
-    return for_trace(path, seed)
+    files without timestamps (ShareGPT, length CSVs) get Poisson arrivals at 1 req/s from `seed`. `tokenizer`: a
+    tokenizer.json counting a text trace's tokens (else ceil(characters / 4))."""
+    return for_trace(path, seed, tokenizer)
 
 
-def select(trace: str | Path | None, workload: str | None, seed: int = 0, overrides: tuple[str, ...] = ()) -> Workload:
+def select(
+    trace: str | Path | None,
+    workload: str | None,
+    seed: int = 0,
+    overrides: tuple[str, ...] = (),
+    tokenizer: str = "",
+) -> Workload:
     """The workload named by --trace FILE or --workload NAME|FILE (exactly one of them); `overrides`: KEY=VALUE
-    settings of the workload spec's keys."""
+    settings of the workload spec's keys; `tokenizer`: --tokenizer, a tokenizer.json for text traces."""
     if trace is not None and workload is None and not overrides:
-        return from_trace(trace, seed)
+        return from_trace(trace, seed, tokenizer)
     if trace is None and workload is not None:
-        return build(load_spec(find_workload(workload), overrides=overrides), seed)
+        spec = load_spec(find_workload(workload), overrides=overrides)
+        return build(replace(spec, tokenizer=tokenizer) if tokenizer else spec, seed)
     raise ConfigError("give exactly one of --trace FILE or --workload NAME|FILE")
 
 
