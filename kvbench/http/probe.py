@@ -44,7 +44,9 @@ def served_model(prof: EndpointProfile) -> str:
         raise ConfigError(f"{prof.base_url}/models: HTTP {e.code} {e.reason}{hint}") from None
     except OSError as e:  # refused, unknown host, timed out: nothing answers there, a model name would not help
         why = getattr(e, "reason", None) or e
-        raise ConfigError(f"cannot reach {prof.base_url}: {why} (is the server running at that address?)") from None
+        raise ConfigError(
+            f"{prof.base_url}/models: cannot reach the server ({why}); is it running at that address?"
+        ) from None
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(
             f"{prof.base_url}/models: not an OpenAI model list ({type(e).__name__}: {e}); "
