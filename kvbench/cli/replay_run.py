@@ -64,6 +64,8 @@ def replay_command(
         print("kvbench: " + "; ".join(errors), file=sys.stderr)
     if not quiet:
         _print_result(run_dir, stats)
+    else:
+        print(run_dir)  # -q: the one line a script needs to find the run
     if result.save:
         _save_vllm_result(run_dir, result, timing, dataset, quiet)
     if stats.status == "complete" and stats.submitted and not stats.finished:  # it measured nothing: a failure

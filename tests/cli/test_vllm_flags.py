@@ -96,6 +96,7 @@ def test_request_rate_inf_sends_everything_at_once(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert arrivals_ms(out) == [0.0] * 5
+    assert r.stdout == f"{out}\n"  # -q prints the run directory only
     assert requests_table(out) == [(1024, 3)] * 5  # vLLM's default input length
 
 
