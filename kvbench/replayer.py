@@ -1,7 +1,9 @@
 """The replayer: releases requests to a target on time, holds a session's next turn until the previous one ends.
 
 It knows nothing about which target it drives. Open loop (default): each request is released at its arrival
-time. Closed loop (`concurrency=C`): at most C requests in flight, the next one released when a slot frees.
+time. Capped (`concurrency=C`): at most C requests in flight, a request due while all are taken released when a
+slot frees. Closed loop (`closed=True`, C users): arrival times are ignored; C requests go at t = 0 (the opening)
+and each later one `think_ns` after a request ends, as C users who each wait for their answer.
 The stream is pulled lazily (at most `window` submitted but not ended), so memory follows what is in flight.
 A request that would exceed the window waits for a slot: its SEND then trails its ARRIVE, and the delay shows
 as client lag (only a target with more than WINDOW requests in flight at once is affected).
@@ -33,14 +35,17 @@ class ReplayStats:
     events: int = 0  # events logged (counted when the run ends)
     last_t_ns: int = 0  # time of the latest terminal event
     status: str = "running"
+    in_flight: int = 0  # requests sent (SEND logged) and not yet ended
     send_lags_ns: list[int] = field(default_factory=list)  # real time: SEND - ARRIVE per sent request (client lag)
+    opening_lags_ns: list[int] = field(default_factory=list)  # closed loop: the same for the opening requests
 
     @property
     def ended(self) -> int:
         return self.finished + self.errors + self.rejected + self.cancelled
 
     @property
-    def in_flight(self) -> int:
+    def outstanding(self) -> int:
+        """Submitted to the target and not ended: sent, or scheduled for a later arrival."""
         return self.submitted - self.ended
 
 
@@ -63,11 +68,19 @@ class Replayer:
         window: int = WINDOW,
         progress: Callable[[ReplayStats], None] | None = None,
         stats: ReplayStats | None = None,
+        closed: bool = False,
+        think_ns: int = 0,
+        watch: Callable[[Event], None] | None = None,
     ):
         """`stats`: the counts to update as the run goes (a caller that keeps them has what was measured even
-        if run() raises); a fresh ReplayStats by default."""
+        if run() raises); a fresh ReplayStats by default. `closed`: closed loop of `concurrency` users with
+        `think_ns` between an answer and the user's next request. `watch`: also called with every event."""
+        if closed and not concurrency:
+            raise ValueError("a closed loop needs a number of users (concurrency)")
         self.target, self.log = target, log
-        self.concurrency = concurrency
+        self.concurrency, self.closed, self.think_ns, self.watch = concurrency, closed, think_ns, watch
+        self._opening: set[int] | None = set() if closed else None  # closed loop: requests sent before any end
+        self._sent: set[int] = set()  # requests sent and not ended
         self.window = min(window, concurrency) if concurrency else window
         self.progress = progress
         self.stats = ReplayStats() if stats is None else stats
@@ -86,7 +99,9 @@ class Replayer:
     def run(self, requests: Iterator[Request]) -> ReplayStats:
         self._stream = iter(requests)
         self.stats.status = "running"
-        on_event = self._on_event if self.log.realtime else self._on_virtual_event
+        on_event: Callable[[Event], None] = self._on_event if self.log.realtime else self._on_virtual_event
+        if self.watch is not None:
+            on_event = self._watched(on_event, self.watch)
         try:
             self._top_up(0)  # inside: a workload that fails while it is read fails the run, it is not left running
             self.target.run(on_event)
@@ -102,6 +117,14 @@ class Replayer:
             self._report(force=True)
         return self.stats
 
+    @staticmethod
+    def _watched(on_event: Callable[[Event], None], watch: Callable[[Event], None]) -> Callable[[Event], None]:
+        def both(ev: Event) -> None:
+            on_event(ev)
+            watch(ev)
+
+        return both
+
     def _on_event(self, ev: Event) -> None:
         """Real-time targets stamp events with the run's clock, so the event's own time says when the buffers
         may be a second old (flush) or progress is due: one comparison per event, no clock read."""
@@ -113,9 +136,12 @@ class Replayer:
         elif kind == ARRIVE:
             self._arrived[ev[1]] = ev[0]
         elif kind == SEND:  # client lag, taken here rather than by a query over the log after the run
+            self._sent.add(ev[1])
+            self.stats.in_flight = len(self._sent)
             at_ns = self._arrived.pop(ev[1], None)
             if at_ns is not None:
-                self.stats.send_lags_ns.append(ev[0] - at_ns)
+                opening = self._opening is not None and ev[1] in self._opening
+                (self.stats.opening_lags_ns if opening else self.stats.send_lags_ns).append(ev[0] - at_ns)
         if ev[0] >= self._due_ns:
             self._due_ns = ev[0] + DUE_NS
             self.log.tick()
@@ -124,9 +150,12 @@ class Replayer:
     def _on_virtual_event(self, ev: Event) -> None:
         """Simulated time: ~10 events a request, so only a list append and a set lookup for most of them."""
         self._append(ev)
-        if ev[2] in TERMINAL:
+        kind = ev[2]
+        if kind in TERMINAL:
             self._check()
             self._on_terminal(ev)
+        elif kind == SEND:
+            self._sent.add(ev[1])
 
     def _on_terminal(self, ev: Event) -> None:
         # Indexes, not attribute names: hot-path targets may emit plain 9-tuples in Event's field order.
@@ -136,6 +165,8 @@ class Replayer:
         if kind == CANCEL and ev[8] == "interrupted":
             self._stopping = True
         self._count_end(kind)
+        self._sent.discard(ev[1])
+        st.in_flight = len(self._sent)
         sid = self._session_of.pop(ev[1], None)
         if sid is not None:
             self._end_turn(sid, kind, t_ns)
@@ -180,7 +211,7 @@ class Replayer:
         self.stats.cancelled += 1
 
     def _top_up(self, now_ns: int) -> None:
-        while self.stats.in_flight < self.window and not self._stopping:
+        while self.stats.outstanding < self.window and not self._stopping:
             if self._ready:
                 self._submit(self._ready.popleft(), now_ns)
             elif not self._exhausted:
@@ -188,9 +219,18 @@ class Replayer:
                 if req is None:
                     self._exhausted = True
                 elif self._admit(req, now_ns):
-                    self._submit(req, now_ns)
+                    self._submit(self._user_turn(req, now_ns) if self.closed else req, now_ns)
             else:
                 return
+
+    def _user_turn(self, req: Request, now_ns: int) -> Request:
+        """Closed loop: a user's next request is due when a slot frees (its previous answer ended), after the
+        think time; the opening requests (before any end) at once."""
+        if not self.stats.ended:
+            if self._opening is not None:
+                self._opening.add(req.req_id)
+            return req._replace(arrival_ns=now_ns)
+        return req._replace(arrival_ns=now_ns + self.think_ns)
 
     def _admit(self, req: Request, now_ns: int) -> bool:
         """Route a pulled request: a session's first request seen goes now (usually turn 0; a later turn when the
@@ -235,7 +275,7 @@ class Replayer:
         return min(hit * req.block_tokens, req.input_tokens)
 
     def _report(self, force: bool = False) -> None:
-        if self.progress is None:
+        if self.progress is None or (self._stopping and not force):  # while stopping, the final report only
             return
         now = time.monotonic()
         if force or now >= self._next_progress:

@@ -30,13 +30,13 @@ from typing import Any
 from kvbench.clientlag import client_lag
 from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, EventLog, read_manifest, write_manifest
-from kvbench.records import Request
+from kvbench.records import Event, Request
 from kvbench.redact import redact_argv, redact_params, redact_text, secret_values
 from kvbench.replayer import Replayer, ReplayStats
 from kvbench.rundir import check_out, claim, fresh
 from kvbench.target import Registration, RunContext, TargetSpec
 from kvbench.targets import registration
-from kvbench.units import NS_PER_MS
+from kvbench.units import NS_PER_MS, s_to_ns
 from kvbench.version import __version__
 from kvbench.workload.load import Workload
 
@@ -53,6 +53,8 @@ class RunOptions:
     out: Path | None = None  # run directory; default reports/<run_id>/
     workers: int = 1  # > 1: shard the replay by session over this many processes (real-time targets)
     overwrite: bool = False  # replace a run already in `out` (else a non-empty `out` is refused)
+    closed: bool = False  # closed loop: `concurrency` users, each sending its next request when its answer ends
+    think_s: float = 0.0  # closed loop: a user's pause between an answer and its next request
 
 
 def run_id_for(workload: Workload, spec: TargetSpec) -> str:
@@ -73,12 +75,14 @@ def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id:
         "python": platform.python_version(),
         "seed": opts.seed,
         "concurrency": opts.concurrency,
+        **({"closed_loop": {"users": opts.concurrency, "think_s": opts.think_s}} if opts.closed else {}),
         "workload": {
             "name": workload.name,
             "source": workload.source,
             "digest": workload.digest,
             "slo_ms": workload.slo_ms,
             "shaping": workload.shaping,
+            **({"tokens": workload.tokens} if workload.tokens else {}),
         },
         "target": {
             "kind": spec.kind,
@@ -94,11 +98,16 @@ def manifest_for(workload: Workload, spec: TargetSpec, opts: RunOptions, run_id:
 
 
 def execute(
-    workload: Workload, spec: TargetSpec, opts: RunOptions, progress: Callable[[ReplayStats], None] | None = None
+    workload: Workload,
+    spec: TargetSpec,
+    opts: RunOptions,
+    progress: Callable[[ReplayStats], None] | None = None,
+    watch: Callable[[Event], None] | None = None,
 ) -> tuple[Path, ReplayStats]:
     """Replay `workload` against the target `spec`; returns the run directory and the final (summed) counts.
-    `progress` is called with the counts as the run goes (in-process runs only). However the run ends, run.json
-    says how (complete, interrupted, failed with a one-line `error`); a full disk is an OSError naming the run."""
+    `progress` is called with the counts as the run goes and `watch` with every event (in-process runs only).
+    However the run ends, run.json says how (complete, interrupted, failed with a one-line `error`); a full disk
+    is an OSError naming the run."""
     reg = registration(spec.kind)
     _check_workers(spec, reg, opts)
     if opts.out is not None:
@@ -115,7 +124,8 @@ def execute(
         if opts.workers == 1:
             log = _open_log(run_dir, reg, 0, 1)
             t0 = time.monotonic_ns()
-            _replay(log, workload, spec, reg, opts, RunContext(opts.seed, run_dir, log, t0), stats, progress)
+            ctx = RunContext(opts.seed, run_dir, log, t0)
+            _replay(log, workload, spec, reg, opts, ctx, stats, progress, watch)
         else:
             t0 = time.monotonic_ns() + START_MARGIN_NS
             stats, errors = _sharded(workload, spec, reg, opts, run_dir, t0)
@@ -131,7 +141,7 @@ def execute(
         if opts.workers > 1:
             manifest["worker_errors"] = errors
         if reg.realtime:  # real clients can fall behind the schedule: check and flag it
-            manifest.update(client_lag(stats.send_lags_ns, spec.params))
+            manifest.update(client_lag(stats.send_lags_ns, spec.params, stats.opening_lags_ns if opts.closed else None))
         write_manifest(run_dir, manifest)
     return run_dir, stats
 
@@ -200,13 +210,21 @@ def _replay(
     ctx: RunContext,
     stats: ReplayStats,
     progress: Callable[[ReplayStats], None] | None = None,
+    watch: Callable[[Event], None] | None = None,
 ) -> None:
     """Replay part ctx.worker of ctx.workers into `stats` (updated as it goes, so a failure keeps what was
     measured); closes the log."""
     try:
         target = reg.factory(spec, ctx)
         replayer = Replayer(
-            target, log, _share(opts.concurrency, ctx.worker, ctx.workers), progress=progress, stats=stats
+            target,
+            log,
+            _share(opts.concurrency, ctx.worker, ctx.workers),
+            progress=progress,
+            stats=stats,
+            closed=opts.closed,
+            think_ns=s_to_ns(opts.think_s),
+            watch=watch,
         )
         requests = workload.requests()
         replayer.run(requests if ctx.workers == 1 else shard(requests, ctx.worker, ctx.workers, replayer))
@@ -281,6 +299,7 @@ def _collect(conns: list[Connection], procs: list[BaseProcess]) -> tuple[ReplayS
             setattr(total, key, getattr(total, key) + st[key])
         total.last_t_ns = max(total.last_t_ns, st["last_t_ns"])
         total.send_lags_ns.extend(st["send_lags_ns"])
+        total.opening_lags_ns.extend(st["opening_lags_ns"])
         worst = max(worst, st["status"] if st["status"] in _STATUS_RANK else "failed", key=_STATUS_RANK.__getitem__)
         if err:
             errors.append(err)

@@ -33,3 +33,16 @@ def test_matches_duckdb_quantile_cont(values):
     lag = client_lag(values, {"lag_warn_ms": 1e9})["client_lag"]
     for got, want in ((lag["p50_ms"], p50), (lag["p99_ms"], p99), (lag["max_ms"], worst)):
         assert abs(got - want / MS) <= 0.0005 + 1e-9  # both sides rounded to 3 decimals of a ms at most
+
+
+def test_closed_loop_judges_refills_and_reports_the_opening_apart(capsys):
+    # the opening burst (4 requests due at t = 0) queues behind its own connects: reported, not judged
+    opening = [0, 10 * MS, 20 * MS, 30 * MS]
+    lag = client_lag([1 * MS, 2 * MS], {}, opening)["client_lag"]
+    assert lag["mode"] == "closed-loop" and lag["behind"] is False and lag["requests"] == 2
+    assert lag["opening"] == {"requests": 4, "p50_ms": 15.0, "p99_ms": 29.7, "max_ms": 30.0}
+    assert capsys.readouterr().err == ""
+    slow = client_lag([0, 40 * MS], {"lag_warn_ms": 20.0}, [])["client_lag"]  # p99 at 0.99 x 40 = 39.6 ms
+    assert slow["behind"] is True and "slot-free-to-send lag p99 39.6 ms > 20 ms" in slow["warning"]
+    assert "opening" not in slow and "slow to refill" in capsys.readouterr().err
+    assert client_lag([], {}, [5 * MS])["client_lag"]["opening"]["requests"] == 1

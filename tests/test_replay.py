@@ -14,10 +14,10 @@ from kvbench.targets import build, resolve
 MS = 1_000_000
 
 
-def _run(tmp_path, reqs, target="fixed:ttft_ms=50,itl_ms=10,servers=1", concurrency=None, progress=None):
+def _run(tmp_path, reqs, target="fixed:ttft_ms=50,itl_ms=10,servers=1", concurrency=None, progress=None, **closed):
     log = EventLog(tmp_path)
     tgt = build(resolve(target), RunContext(0, tmp_path, log))
-    stats = Replayer(tgt, log, concurrency, progress=progress).run(iter(reqs))
+    stats = Replayer(tgt, log, concurrency, progress=progress, **closed).run(iter(reqs))
     log.close()
     return stats
 
@@ -50,6 +50,30 @@ def test_closed_loop_releases_when_a_slot_frees(tmp_path):
     _run(tmp_path, reqs, "fixed:ttft_ms=50,itl_ms=10,servers=0", concurrency=1)
     assert _times(tmp_path, "ARRIVE") == {0: 0, 1: 70, 2: 140}
     assert _times(tmp_path, "FINISH") == {0: 70, 1: 140, 2: 210}
+
+
+def test_closed_loop_users_ignore_arrival_times_and_think(tmp_path):
+    # 2 users, think 30 ms, service 70 ms: r0, r1 at 0 (the opening, though r1 is due at 500 ms); each end + 30 ms
+    # releases the next: r2 and r3 at 100; r4 at 200 (r2's end 170 + 30).
+    reqs = [Request(i, t * MS, 10, 3) for i, t in enumerate([0, 500, 600, 700, 800])]
+    stats = _run(tmp_path, reqs, "fixed:ttft_ms=50,itl_ms=10,servers=0", 2, closed=True, think_ns=30 * MS)
+    assert _times(tmp_path, "ARRIVE") == {0: 0, 1: 0, 2: 100, 3: 100, 4: 200}
+    assert _times(tmp_path, "FINISH") == {0: 70, 1: 70, 2: 170, 3: 170, 4: 270}
+    assert stats.finished == 5 and stats.in_flight == 0 and stats.outstanding == 0
+
+
+def test_in_flight_counts_sent_requests_not_scheduled_ones(tmp_path):
+    # One server; r0 at 0, r1..r3 scheduled at 1 s: while r0 runs, 4 are submitted but only r0 is sent.
+    seen = []
+    reqs = [Request(0, 0, 10, 3)] + [Request(i, 1000 * MS, 10, 3) for i in (1, 2, 3)]
+    _run(tmp_path, reqs, progress=lambda st: seen.append((st.ended, st.in_flight, st.outstanding)))
+    assert seen[-1] == (4, 0, 0)
+    assert max(f for _, f, _ in seen) <= 3 and all(f <= o for _, f, o in seen)
+
+
+def test_closed_loop_needs_users(tmp_path):
+    with pytest.raises(ValueError, match="number of users"):
+        _run(tmp_path, [Request(0, 0, 10, 3)], closed=True)
 
 
 def test_session_turn_waits_for_previous_finish_plus_think_time(tmp_path):

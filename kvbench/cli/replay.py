@@ -7,12 +7,9 @@ from typing import Annotated
 
 import typer
 
-from kvbench.cli.command import Command
+from kvbench.cli import replay_options as o
 from kvbench.cli.options import OUTPUT, TARGET, TIMING, WORKLOAD, Overrides, Trace, WorkloadRef
 
-MaxRequests = Annotated[
-    int | None, typer.Option("--max-requests", "-n", help="Replay at most N requests.", rich_help_panel=WORKLOAD)
-]
 Start = Annotated[
     float,
     typer.Option(
@@ -51,26 +48,6 @@ TimeScale = Annotated[
         "--time-scale", help="Replay X times faster (2 halves every inter-arrival gap).", rich_help_panel=TIMING
     ),
 ]
-Rate = Annotated[
-    float | None,
-    typer.Option(
-        "--rate",
-        help="Re-time arrivals as a Poisson process at this many requests/s. On session workloads the session "
-        "starts are re-timed (at R x sessions/requests): later turns wait for the previous answer and think time, "
-        "so the achieved rate (in the summary) can fall short of R.",
-        rich_help_panel=TIMING,
-    ),
-]
-Concurrency = Annotated[
-    int | None,
-    typer.Option(
-        "--concurrency",
-        "-c",
-        help="Closed loop: at most N requests in flight.",
-        show_default="open loop at arrival times",
-        rich_help_panel=TIMING,
-    ),
-]
 Out = Annotated[
     Path | None,
     typer.Option("--out", "-o", help="Run directory.", show_default="reports/<run-id>/", rich_help_panel=OUTPUT),
@@ -90,46 +67,80 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or s
 def replay(
     trace: Trace = None,
     workload: WorkloadRef = None,
-    max_requests: MaxRequests = None,
+    dataset_name: o.DatasetName = None,
+    dataset_path: o.DatasetPath = None,
+    random_input_len: o.InputLen = 1024,
+    random_output_len: o.OutputLen = 128,
+    random_range_ratio: o.RangeRatio = 0.0,
+    random_prefix_len: o.PrefixLen = 0,
+    tokenizer: o.Tokenizer = None,
+    max_requests: o.MaxRequests = None,
     start: Start = 0.0,
     duration: Duration = None,
     seed: RunSeed = 0,
+    slo: o.SloOption = None,
     target: Target = "sim",
+    model: o.Model = None,
     set_: Overrides = None,
     workers: Workers = 1,
     time_scale: TimeScale = 1.0,
-    rate: Rate = None,
-    concurrency: Concurrency = None,
+    rate: o.Rate = None,
+    burstiness: o.Burstiness = 1.0,
+    concurrency: o.Concurrency = None,
+    users: o.Users = None,
+    think_time: o.ThinkTime = 0.0,
     out: Out = None,
     overwrite: Overwrite = False,
     resume: Resume = False,
     quiet: Quiet = False,
+    save_result: o.SaveResult = False,
+    result_dir: o.ResultDir = None,
+    result_filename: o.ResultFilename = None,
+    percentile_metrics: o.PercentileMetrics = "ttft,tpot,itl",
+    metric_percentiles: o.MetricPercentiles = "99",
 ) -> None:
     """Replay a workload against a target and write reports/<run-id>/ (events, requests, run.json)."""
+    # Argument and file errors before the replay machinery is imported (about a second of imports).
+    source = o.source(trace, workload, dataset_name, dataset_path)
     check_trace(trace)
+    o.check_file(dataset_path)
+    o.check_tokenizer(tokenizer)
+    result = o.result_options(save_result, result_dir, result_filename, percentile_metrics, metric_percentiles)
+    timing = o.timing(rate, burstiness, concurrency, users, think_time, dataset_name is not None)
+    parsed_slo = o.check_slo(slo)
     from kvbench.cli.replay_run import replay_command
 
     if resume:
         from kvbench.rundir import refuse_resume
 
         refuse_resume()
+    dataset = None
+    if source == "dataset":
+        from kvbench.workload.dataset import DEFAULT_PROMPTS, Dataset
 
+        lengths = (random_input_len, random_output_len, random_range_ratio, random_prefix_len)
+        prompts = max_requests or DEFAULT_PROMPTS
+        dataset = Dataset(str(dataset_name), dataset_path, prompts, *lengths, tokenizer=str(tokenizer or ""))
     code = replay_command(
         trace=trace,
         workload=workload,
+        dataset=dataset,
+        tokenizer=str(tokenizer or ""),
         target=target,
         overrides=set_ or [],
+        model=model,
         out=out,
         overwrite=overwrite,
         seed=seed,
         time_scale=time_scale,
-        rate=rate,
+        timing=timing,
         start=start,
         duration=duration,
         max_requests=max_requests,
-        concurrency=concurrency,
+        slo=parsed_slo,
         workers=workers,
         quiet=quiet,
+        result=result,
     )
     raise typer.Exit(code)
 
@@ -155,4 +166,4 @@ def check_trace(trace: Path | None) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the kvbench app."""
-    app.command(cls=Command)(replay)
+    app.command(cls=o.ReplayCommand)(replay)

@@ -4,66 +4,110 @@ counts and the summary."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from kvbench.analysis.slo import Slo
+from kvbench.cli.progress import LiveLatency, count_later, describe, progress_bar
+from kvbench.cli.replay_options import ResultOptions, Timing
 from kvbench.replayer import ReplayStats
 from kvbench.run import RunOptions, execute, load_run
 from kvbench.rundir import check_out
+from kvbench.target import TargetSpec
 from kvbench.targets import resolve
-from kvbench.units import ns_to_s
 from kvbench.workload import load
+from kvbench.workload.dataset import Dataset, dataset_workload
 
-
-def _describe(st: ReplayStats) -> str:
-    return (
-        f"done {st.ended:,}  in flight {st.in_flight:,}  failed {st.errors + st.rejected + st.cancelled:,}"
-        f"  t={ns_to_s(st.last_t_ns):,.1f}s"
-    )
+# Piped output (a CI log, `| tee`) is not a terminal of 80 columns: lines are as long as they need.
+WIDE = 200
 
 
 def replay_command(
     *,
     trace: Path | None,
     workload: str | None,
+    dataset: Dataset | None,
+    tokenizer: str,
     target: str,
+    model: str | None,
     overrides: list[str],
     out: Path | None,
     overwrite: bool,
     seed: int,
     time_scale: float,
-    rate: float | None,
+    timing: Timing,
     start: float,
     duration: float | None,
     max_requests: int | None,
-    concurrency: int | None,
+    slo: Slo | None,
     workers: int,
     quiet: bool,
+    result: ResultOptions,
 ) -> int:
     if out is not None:
         check_out(out, overwrite)  # before reading the trace: a taken --out is known at once
-    wl = load.select(trace, workload, seed)
-    if rate is not None:
-        wl = load.retime_poisson(wl, rate, seed)
+    wl = _workload(trace, workload, dataset, tokenizer, timing, seed)
     wl = load.shape(wl, time_scale, start, duration, max_requests)
     load.require_requests(wl)
-    spec = resolve(target, overrides)
-    opts = RunOptions(seed, concurrency, out, workers, overwrite)
+    if slo:
+        wl = replace(wl, slo_ms={**wl.slo_ms, **slo.as_ms()})
+    spec = _target(target, overrides, model)
+    opts = RunOptions(seed, timing.concurrency, out, workers, overwrite, timing.closed, timing.think_s)
     if quiet or workers != 1:  # worker processes report their counts at the end only
         run_dir, stats = execute(wl, spec, opts)
     else:
-        run_dir, stats = _execute_with_progress(wl, spec, opts)
+        run_dir, stats = _execute_with_progress(wl, spec, opts, None if dataset is None else dataset.num_prompts)
     errors = load_run(run_dir).get("worker_errors")
     if errors and not quiet:
         print("kvbench: " + "; ".join(errors), file=sys.stderr)
     if not quiet:
         _print_result(run_dir, stats)
+    else:
+        print(run_dir)  # -q: the one line a script needs to find the run
+    if result.save:
+        _save_vllm_result(run_dir, result, timing, dataset, quiet)
     if stats.status == "complete" and stats.submitted and not stats.finished:  # it measured nothing: a failure
         print(f"kvbench: error: {_none_finished(run_dir, stats)}", file=sys.stderr)
         return 1
     return {"complete": 0, "interrupted": 130}.get(stats.status, 1)
+
+
+def _workload(
+    trace: Path | None, workload: str | None, dataset: Dataset | None, tokenizer: str, timing: Timing, seed: int
+) -> load.Workload:
+    """The workload of --trace, --workload or --dataset-name, timed by --request-rate/--burstiness."""
+    if dataset is not None:
+        rate = timing.rate if timing.rate is not None else float("inf")
+        wl = dataset_workload(dataset, load.request_arrivals(rate, timing.burstiness), seed)
+        return replace(wl, shaping={**wl.shaping, "rate_per_s": "inf" if rate == float("inf") else rate})
+    wl = load.select(trace, workload, seed, tokenizer=tokenizer)
+    return wl if timing.rate is None else load.retime(wl, timing.rate, timing.burstiness, seed)
+
+
+def _target(target: str, overrides: list[str], model: str | None) -> TargetSpec:
+    """--target with --set; --model names the model an endpoint is asked for (a simulator models its own)."""
+    spec = resolve(target, overrides)
+    if model and spec.kind == "openai":
+        quoted = '"' + model.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        spec = resolve(target, [*overrides, f"model={quoted}"])
+    return spec
+
+
+def _save_vllm_result(run_dir: Path, result: ResultOptions, timing: Timing, dataset: Dataset | None, quiet: bool):
+    from kvbench.present import vllm_result
+
+    rate = timing.rate
+    traffic = {
+        "num_prompts": dataset.num_prompts if dataset is not None else load_run(run_dir)["counts"]["submitted"],
+        "request_rate": None if rate is None else "inf" if rate == float("inf") else rate,
+        "burstiness": timing.burstiness,
+        "max_concurrency": timing.concurrency,
+    }
+    path = vllm_result.save(run_dir, result.directory, result.filename, result.metrics, result.percentiles, traffic)
+    if not quiet:
+        print(f"kvbench: vLLM result JSON → {path}", file=sys.stderr)
 
 
 def _none_finished(run_dir: Path, st: ReplayStats) -> str:
@@ -85,25 +129,22 @@ def _none_finished(run_dir: Path, st: ReplayStats) -> str:
     return f"none of {st.submitted:,} requests finished ({st.errors:,} errors, {st.rejected:,} rejected){example}"
 
 
-def _execute_with_progress(wl, spec, opts):
-    console = Console(stderr=True)
-    columns = (
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        TextColumn("{task.fields[state]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(f"replay {wl.name} → {spec.name}", state="starting")
+def _execute_with_progress(wl, spec, opts, total: int | None):
+    console = Console(stderr=True, width=None if Console(stderr=True).is_terminal else WIDE)
+    live = LiveLatency()
+    with progress_bar(console) as progress:
+        task = progress.add_task(f"replay {wl.name} → {spec.name}", total=total, state="starting")
+        if total is None:
+            count_later(wl.requests, lambda n: progress.update(task, total=n))
 
         def show(st: ReplayStats) -> None:
-            progress.update(task, state=_describe(st))
+            progress.update(task, completed=st.ended, state=describe(st, live))
 
-        return execute(wl, spec, opts, progress=show)
+        return execute(wl, spec, opts, progress=show, watch=live.observe)
 
 
 def _print_result(run_dir: Path, st: ReplayStats) -> None:
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=None if Console(stderr=True).is_terminal else WIDE)
     console.print(
         f"[bold]{st.status}[/]: {st.submitted:,} requests, {st.finished:,} finished, {st.errors:,} errors, "
         f"{st.rejected:,} rejected, {st.cancelled:,} cancelled; {st.events:,} events → {run_dir}"

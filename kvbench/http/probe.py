@@ -39,10 +39,18 @@ def served_model(prof: EndpointProfile) -> str:
         return prof.model
     try:
         ids = [m["id"] for m in _call(prof, prof.base_url + "/models", None).get("data", [])]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except urllib.error.HTTPError as e:
+        hint = " (the URL should end in /v1, e.g. http://HOST:PORT/v1)" if not prof.base_url.endswith("/v1") else ""
+        raise ConfigError(f"{prof.base_url}/models: HTTP {e.code} {e.reason}{hint}") from None
+    except OSError as e:  # refused, unknown host, timed out: nothing answers there, a model name would not help
+        why = getattr(e, "reason", None) or e
         raise ConfigError(
-            f"{prof.base_url}/models: cannot list models ({type(e).__name__}: {e}); "
-            f"set 'model' in the profile or --set model=NAME"
+            f"{prof.base_url}/models: cannot reach the server ({why}); is it running at that address?"
+        ) from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(
+            f"{prof.base_url}/models: not an OpenAI model list ({type(e).__name__}: {e}); "
+            f"name the model with --model NAME (or --set model=NAME)"
         ) from None
     if not ids:
         raise ConfigError(f"{prof.base_url}/models lists no model; set --set model=NAME")

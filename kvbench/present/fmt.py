@@ -94,3 +94,15 @@ def signed(v: float) -> str:
 def limits(thresholds: Mapping[str, float], le: str = "≤", unit: str = "") -> str:
     """SLO thresholds as 'ttft≤200, tpot≤50' (unit appended to each value, e.g. ' ms'); '' when there are none."""
     return ", ".join(f"{k}{le}{short(v)}{unit}" for k, v in thresholds.items())
+
+
+def nbytes(n: Any, missing: str = DASH) -> str:
+    """A byte count in decimal units, three significant digits: 187,899,576,320 -> '188 GB'."""
+    if n is None:
+        return missing
+    v = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(v) < 999.5:
+            return f"{v:.3g} {unit}" if unit != "B" else f"{int(v):,} B"
+        v /= 1000
+    return f"{v:.3g} PB"

@@ -74,9 +74,13 @@ def client_lag_warning(client_lag: Any, run: Any) -> str | None:
     if not isinstance(client_lag, dict) or client_lag.get("behind") is not True:
         return None
     p99, threshold = fmt.number(client_lag.get("p99_ms"), fmt.ONE_DECIMAL), fmt.short(client_lag.get("threshold_ms"))
+    what = (
+        "the client was slow to refill freed slots: slot-free-to-send"
+        if client_lag.get("mode") == "closed-loop"
+        else "the client fell behind the schedule: send"
+    )
     return (
-        f"run {run}: the client fell behind the schedule: send lag p99 {p99} ms > threshold {threshold} ms; "
-        f"its latencies (TTFT, E2E) include client delay"
+        f"run {run}: {what} lag p99 {p99} ms > threshold {threshold} ms; its latencies (TTFT, E2E) include client delay"
     )
 
 
@@ -178,7 +182,7 @@ def latency_table(m: dict[str, Any], title: str) -> Table:
     for s in STATS:
         t.add_column(s, justify="right")
     for metric in catalogue.distributions():
-        if m.get(f"{metric.key}.count"):
+        if m.get(f"{metric.key}.count") and not (metric.key == "client_lag_ms" and not m.get("client_lag_ms.max")):
             t.add_row(_label(metric), *(fmt.number(m.get(f"{metric.key}.{s}")) for s in STATS))
     return t
 
@@ -215,7 +219,7 @@ def totals_table(m: dict[str, Any], slo_ms: dict[str, float], rates: Rates | Non
     if m["kv_transfer.count"]:
         t.add_row(
             "KV transfers",
-            f"{n(m['kv_transfer.count'])}, {n(m['kv_transfer.bytes'])} bytes, "
+            f"{n(m['kv_transfer.count'])}, {fmt.nbytes(m['kv_transfer.bytes'])}, "
             f"{num(m['kv_transfer.time_s'])} s, {num(m['kv_transfer.ttft_share'])} of TTFT",
         )
     if m["preemptions"] or m["migrations"]:

@@ -1,4 +1,5 @@
-"""Arrival processes: Poisson, Gamma with burstiness (vLLM's meaning), constant rate, piecewise-constant rate.
+"""Arrival processes: Poisson, Gamma with burstiness (vLLM's meaning), constant rate, piecewise-constant rate, and
+all at once (vLLM's --request-rate inf: every arrival at 0).
 
 All return sorted int64 nanosecond offsets, the first at 0 (a run starts with its first request, as vLLM's
 benchmark does; piecewise: a sampled gap after 0, since its rate may start at 0), deterministic for the numpy Generator passed in. `burstiness` is the Gamma shape k with scale
@@ -15,7 +16,7 @@ import numpy as np
 from kvbench.config import ConfigError
 from kvbench.units import NS_PER_S
 
-PROCESSES = ("trace", "poisson", "gamma", "constant", "piecewise")
+PROCESSES = ("trace", "poisson", "gamma", "constant", "piecewise", "at-once")
 # A run seed, or a path of them ([seed, component], ...) for independent sub-streams (numpy SeedSequence).
 Seed = int | Sequence["Seed"]
 MAX_GENERATED = 50_000_000  # generated arrivals are arrays in memory (8 bytes each, plus the requests built on them)
@@ -113,6 +114,8 @@ def arrival_times_ns(
 
 
 def _gaps_s(spec: ArrivalSpec, rng, n: int):
+    if spec.process == "at-once":
+        return np.zeros(n)
     if spec.process == "gamma":
         return rng.gamma(spec.burstiness, 1.0 / (spec.rate * spec.burstiness), n)
     if spec.process == "constant":

@@ -23,6 +23,7 @@ from kvbench.workload.sharegpt import read_sharegpt, to_requests
 from kvbench.workload.spec import WorkloadSpec
 from kvbench.workload.stream import Workload, shape
 from kvbench.workload.synth import SynthSpec, finalize, generate, think_times_ns
+from kvbench.workload.tokens import counts_source, token_counter, tokenizer_file
 
 # Outputs for workloads whose source has none: lognormal through the Azure 2023 conversation trace's output
 # p50 129 / p99 601 tokens (SOURCES.md §2), the public record of production chat reply lengths we have.
@@ -99,7 +100,7 @@ def trace_requests(spec: WorkloadSpec, fmt: str, seed: Seed) -> Callable[[], Ite
         reqs = tuple(Request(i, 0, a, b, workload=spec.name) for i, (a, b) in enumerate(pairs))
         make, retime = (lambda: iter(reqs)), True
     else:
-        sessions = read_sharegpt(check_file(path))
+        sessions = read_sharegpt(check_file(path), token_counter(spec.tokenizer))
         rng = np.random.default_rng(seed)
         starts = arrival_times_ns(arrivals, rng, len(sessions))
         n_turns = sum(len(s) for s in sessions)
@@ -133,25 +134,40 @@ def retimed(
 
 
 def spec_digest(spec: WorkloadSpec) -> str:
-    h = hashlib.sha256(Path(spec.source).read_bytes())
+    src = Path(spec.source)  # a spec file, or none for a workload made from command-line options
+    h = hashlib.sha256(src.read_bytes() if src.is_file() else repr(spec).encode())
     p = Path(spec.path) if spec.path else None
     if p is not None and p.is_file():
         h.update(file_digest(p).encode())
     for c in spec.components:
         h.update(spec_digest(c.spec).encode())
-    return h.hexdigest()[:16]
+    return _with_tokenizer(h.hexdigest()[:16], spec.tokenizer)
+
+
+def _with_tokenizer(digest: str, tokenizer: str) -> str:
+    """A digest that also changes with the tokenizer counting the tokens."""
+    if not tokenizer:
+        return digest
+    return hashlib.sha256((digest + file_digest(tokenizer_file(tokenizer))).encode()).hexdigest()[:16]
 
 
 def build(spec: WorkloadSpec, seed: Seed) -> Workload:
     """The Workload a spec describes, deterministic for `seed`."""
     make = _make(spec, seed)
     slo = dict(spec.slo_ms)
-    w = Workload(spec.name, spec.source, spec_digest(spec), make, slo)
+    w = Workload(spec.name, spec.source, spec_digest(spec), make, slo, tokens=_tokens(spec))
     if spec.kind == "trace" and (
         spec.time_scale != 1.0 or spec.start_s or spec.duration_s is not None or spec.requests is not None
     ):
         w = shape(w, spec.time_scale, spec.start_s, spec.duration_s, spec.requests)
     return w
+
+
+def _tokens(spec: WorkloadSpec) -> str:
+    """How a text trace's token counts were made (run.json's workload.tokens); "" where the source gives them."""
+    if spec.kind != "trace" or (spec.format if spec.format != "auto" else detect_format(Path(spec.path))) != "sharegpt":
+        return ""
+    return counts_source(spec.tokenizer)
 
 
 def _make(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
@@ -229,9 +245,10 @@ def _mix(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
     return drawn
 
 
-def for_trace(path: str | Path, seed: Seed) -> Workload:
-    """A bare trace file as a workload (arrivals as recorded; Poisson 1 req/s where the file has none)."""
+def for_trace(path: str | Path, seed: Seed, tokenizer: str = "") -> Workload:
+    """A bare trace file as a workload (arrivals as recorded; Poisson 1 req/s where the file has none); `tokenizer`:
+    a tokenizer.json counting a text trace's tokens."""
     p = check_file(path)
-    spec = WorkloadSpec(name=p.stem, source=str(p), kind="trace", path=str(p))
+    spec = WorkloadSpec(name=p.stem, source=str(p), kind="trace", path=str(p), tokenizer=tokenizer)
     make = _make(spec, seed)
-    return Workload(p.stem, str(p), file_digest(p), make)
+    return Workload(p.stem, str(p), _with_tokenizer(file_digest(p), tokenizer), make, tokens=_tokens(spec))

@@ -15,34 +15,73 @@ from kvbench.workload.inputs import find_workload
 from kvbench.workload.spec import load_spec
 from kvbench.workload.stream import MAX_RATE_PER_S, MIN_RATE_PER_S, Workload, finite, require_requests, shape
 
-__all__ = ["Workload", "find_workload", "from_trace", "require_requests", "retime_poisson", "select", "shape"]
+__all__ = [
+    "Workload",
+    "find_workload",
+    "from_trace",
+    "request_arrivals",
+    "require_requests",
+    "retime",
+    "retime_poisson",
+    "select",
+    "shape",
+]
 
 
-def from_trace(path: str | Path, seed: int = 0) -> Workload:
+def from_trace(path: str | Path, seed: int = 0, tokenizer: str = "") -> Workload:
     """A trace file replayed as recorded. The format is chosen from the file's first bytes (see build.detect_format);
-    files without timestamps (ShareGPT, length CSVs) get Poisson arrivals at 1 req/s from `seed`."""
-    return for_trace(path, seed)
+    files without timestamps (ShareGPT, length CSVs) get Poisson arrivals at 1 req/s from `seed`. `tokenizer`: a
+    tokenizer.json counting a text trace's tokens (else ceil(characters / 4))."""
+    return for_trace(path, seed, tokenizer)
 
 
-def select(trace: str | Path | None, workload: str | None, seed: int = 0, overrides: tuple[str, ...] = ()) -> Workload:
+def select(
+    trace: str | Path | None,
+    workload: str | None,
+    seed: int = 0,
+    overrides: tuple[str, ...] = (),
+    tokenizer: str = "",
+) -> Workload:
     """The workload named by --trace FILE or --workload NAME|FILE (exactly one of them); `overrides`: KEY=VALUE
-    settings of the workload spec's keys."""
+    settings of the workload spec's keys; `tokenizer`: --tokenizer, a tokenizer.json for text traces."""
     if trace is not None and workload is None and not overrides:
-        return from_trace(trace, seed)
+        return from_trace(trace, seed, tokenizer)
     if trace is None and workload is not None:
-        return build(load_spec(find_workload(workload), overrides=overrides), seed)
+        spec = load_spec(find_workload(workload), overrides=overrides)
+        return build(replace(spec, tokenizer=tokenizer) if tokenizer else spec, seed)
     raise ConfigError("give exactly one of --trace FILE or --workload NAME|FILE")
 
 
 def retime_poisson(w: Workload, rate: float, seed: int) -> Workload:
-    """The same requests in the same order, re-timed as a Poisson process at `rate` requests/s (--rate). On a
-    session workload the session starts are re-timed, at `rate` x sessions / requests: the request rate is `rate`
-    while answers keep up (a later turn waits for the previous one's answer and its think time)."""
-    finite("--rate", rate, MIN_RATE_PER_S, MAX_RATE_PER_S)
-    starts, requests = session_starts(w)
-    start_rate = rate * starts / requests if requests else rate
-    shaping = {**w.shaping, "rate_per_s": rate} | ({"start_rate_per_s": start_rate} if starts < requests else {})
-    return replace(w, make=retimed(w.make, ArrivalSpec("poisson", start_rate), seed), shaping=shaping)
+    """The same requests in the same order, re-timed as a Poisson process at `rate` requests/s (--rate)."""
+    return retime(w, rate, 1.0, seed)
+
+
+def request_arrivals(rate: float, burstiness: float = 1.0) -> ArrivalSpec:
+    """vLLM's --request-rate and --burstiness as an arrival process: inf = all at once, else Poisson (burstiness
+    1) or Gamma with shape `burstiness`."""
+    if rate == float("inf"):
+        return ArrivalSpec("at-once")
+    finite("--rate", rate, MIN_RATE_PER_S, MAX_RATE_PER_S)  # --request-rate is the same option
+    finite("--burstiness", burstiness, 0.0, 1e6, low_open=True)
+    return ArrivalSpec("poisson", rate) if burstiness == 1.0 else ArrivalSpec("gamma", rate, burstiness)
+
+
+def retime(w: Workload, rate: float, burstiness: float, seed: int) -> Workload:
+    """The same requests in the same order, re-timed at `rate` requests/s (--rate, --request-rate; inf: all at
+    t = 0) as a Poisson process, or Gamma with shape `burstiness`. On a session workload the session starts are
+    re-timed, at `rate` x sessions / requests: the request rate is `rate` while answers keep up (a later turn
+    waits for the previous one's answer and its think time)."""
+    arrivals = request_arrivals(rate, burstiness)
+    shaping = {**w.shaping, "rate_per_s": "inf" if arrivals.process == "at-once" else rate} | (
+        {"burstiness": burstiness} if burstiness != 1.0 else {}
+    )
+    if arrivals.process != "at-once":
+        starts, requests = session_starts(w)
+        start_rate = rate * starts / requests if requests else rate
+        arrivals = replace(arrivals, rate=start_rate)
+        shaping |= {"start_rate_per_s": start_rate} if starts < requests else {}
+    return replace(w, make=retimed(w.make, arrivals, seed), shaping=shaping)
 
 
 def session_starts(w: Workload) -> tuple[int, int]:

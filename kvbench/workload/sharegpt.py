@@ -2,9 +2,10 @@
 
 Each human message opens a turn whose prompt is the whole conversation so far (rendered as "User: ...\\n\\n" and
 "Assistant: ...\\n\\n" paragraphs) plus that message, so a turn's prompt starts with the previous turn's prompt.
-Token counts are an offline estimate, ceil(characters / 4) (OpenAI's rule of thumb for English; see README for
-its error), and a block of 512 tokens is taken to be 2,048 characters. Block ids are a hash chain over those
-character blocks (blake2b of the previous id and the block's text, 63 bits), so equal ids mean an equal prefix,
+Token counts come from a local tokenizer.json when one is given, else they are an offline estimate,
+ceil(characters / 4) (OpenAI's rule of thumb for English; see docs/workloads.md for its error), and a block of 512
+tokens is then 2,048 characters (kvbench/workload/tokens.py). Block ids are a hash chain over the text of each
+512-token block (blake2b of the previous id and the block's text, 63 bits), so equal ids mean an equal prefix,
 in any process. A turn's output length is the estimate of the assistant's reply when the file has one, else drawn
 from the workload's output distribution.
 """
@@ -22,9 +23,9 @@ from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS
 from kvbench.workload.synth import finalize
+from kvbench.workload.tokens import TokenCounter
 
-CHARS_PER_TOKEN = 4
-BLOCK_CHARS = MOONCAKE_BLOCK_TOKENS * CHARS_PER_TOKEN
+ESTIMATE = TokenCounter()
 MAX_CHARS = 40_000_000  # 10 M tokens: the readers' bound on a single length
 USER_ROLES = frozenset({"human", "user"})
 ASSISTANT_ROLES = frozenset({"gpt", "chatgpt", "assistant", "bard", "bing", "model"})
@@ -33,16 +34,17 @@ SYSTEM_ROLES = frozenset({"system"})
 
 def estimate_tokens(text: str) -> int:
     """Offline token estimate: ceil(len(text) / 4), at least 1."""
-    return max(1, -(-len(text) // CHARS_PER_TOKEN))
+    return ESTIMATE.count(text)
 
 
-def block_ids(text: str) -> tuple[int, ...]:
-    """Prefix hash chain over 2,048-character blocks (the last may be partial): stable across processes."""
+def block_ids(text: str, counter: TokenCounter = ESTIMATE) -> tuple[int, ...]:
+    """Prefix hash chain over the text of each 512-token block (the last may be partial): stable across
+    processes. With the estimate, blocks of 2,048 characters."""
     ids = []
-    prev = b""
-    for i in range(0, len(text), BLOCK_CHARS):
-        digest = hashlib.blake2b(prev + text[i : i + BLOCK_CHARS].encode("utf-8", "surrogatepass"), digest_size=8)
-        prev = digest.digest()
+    prev, start = b"", 0
+    for end in counter.block_ends(text, MOONCAKE_BLOCK_TOKENS):
+        digest = hashlib.blake2b(prev + text[start:end].encode("utf-8", "surrogatepass"), digest_size=8)
+        prev, start = digest.digest(), end
         ids.append(int.from_bytes(prev, "big") >> 1)
     return tuple(ids)
 
@@ -97,7 +99,7 @@ def _render(role: str, text: str) -> str:
     return f"{label}: {text}\n\n"
 
 
-def conversation_turns(msgs: list[tuple[str, str]]) -> list[Turn]:
+def conversation_turns(msgs: list[tuple[str, str]], counter: TokenCounter = ESTIMATE) -> list[Turn]:
     """One Turn per user message: prompt = history + message; output = the reply that follows, if any."""
     turns = []
     history = ""
@@ -106,17 +108,17 @@ def conversation_turns(msgs: list[tuple[str, str]]) -> list[Turn]:
         if role not in USER_ROLES:
             continue
         reply = msgs[j + 1] if j + 1 < len(msgs) and msgs[j + 1][0] in ASSISTANT_ROLES else None
-        out = estimate_tokens(reply[1]) if reply else None
-        turns.append(Turn(history, estimate_tokens(history), block_ids(history), out))
+        out = counter.count(reply[1]) if reply else None
+        turns.append(Turn(history, counter.count(history), block_ids(history, counter), out))
     return turns
 
 
-def read_sharegpt(path: str | Path) -> list[list[Turn]]:
+def read_sharegpt(path: str | Path, counter: TokenCounter = ESTIMATE) -> list[list[Turn]]:
     """Conversations with at least one user message, in file order (others are skipped: nothing to send)."""
     p = Path(path)
     sessions = []
     for i, conv in enumerate(_load(p)):
-        turns = conversation_turns(_messages(conv, f"{p}: record {i}"))
+        turns = conversation_turns(_messages(conv, f"{p}: record {i}"), counter)
         if turns:
             sessions.append(turns)
     if not sessions:

@@ -49,6 +49,7 @@ class SpecFile:
     kind: Literal["trace", "synthetic", "servegen", "mix"] = "trace"
     path: str = ""  # trace file or ServeGen folder, relative to the spec file
     format: Literal["auto", "mooncake", "azure", "sharegpt", "lengths"] = "auto"
+    tokenizer: str = ""  # a tokenizer.json (or its folder) counting a text trace's tokens, relative to the spec file
     requests: Annotated[int, Range(1)] | None = None
     duration_s: Annotated[float, Range(0)] | None = None
     start_s: Annotated[float, Range(0)] = 0.0
@@ -78,6 +79,7 @@ class WorkloadSpec:
     kind: str
     path: str = ""  # trace file or ServeGen folder, resolved against the spec file
     format: str = "auto"
+    tokenizer: str = ""  # a tokenizer.json counting text tokens (resolved); "": ceil(characters / 4)
     requests: int | None = None
     duration_s: float | None = None
     start_s: float = 0.0
@@ -117,6 +119,7 @@ def load_spec(path: str | Path, seen: tuple[Path, ...] = (), overrides: tuple[st
         kind=f.kind,
         path=str((p.parent / f.path).resolve()) if f.path else "",
         format=f.format,
+        tokenizer=str((p.parent / f.tokenizer).resolve()) if f.tokenizer else "",
         requests=f.requests,
         duration_s=f.duration_s,
         start_s=f.start_s,

@@ -19,6 +19,7 @@ class Workload:
     make: Callable[[], Iterator[Request]]  # a fresh iterator per call, sorted by arrival_ns
     slo_ms: dict[str, float] = field(default_factory=dict)  # SLOs the spec declares (ttft, tpot, e2el, tbt)
     shaping: dict[str, object] = field(default_factory=dict)  # what `shape` applied, for run.json
+    tokens: str = ""  # how a text trace's token counts were made (tokenizer or estimate); "" as the source says
 
     def requests(self) -> Iterator[Request]:
         return self.make()

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import duckdb
 import pytest
+from support.cli import kvbench
 
 from kvbench.eventlog import table_glob
-
-
-def kvbench(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "from kvbench.cli.app import main; main()", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
 
 
 def test_replay_conversation_trace_on_fixed_target(tmp_path, conversation_trace):
