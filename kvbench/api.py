@@ -106,6 +106,8 @@ def replay(
     overwrite: bool = False,
     overrides: dict[str, Any] | Sequence[str] = (),
     workers: int = 1,
+    users: int | None = None,
+    think_time: float = 0.0,
 ) -> Run:
     """Replay a workload against a target, as `kvbench replay` does, and return the finished Run.
 
@@ -113,7 +115,8 @@ def replay(
     (a NAME such as kimi-sample, or FILE.toml), or a Workload from kvbench.workload.load. `target`: as --target
     (sim, sim:PRESET, fixed:ttft_ms=50,itl_ms=10, http://HOST:PORT/v1, a profile). `overrides`: the target's
     --set KEY=VALUE settings, as a dict or a list of 'k=v'. The other options mirror the flags of the same name
-    (seconds for start/duration, requests/s for rate). `out` defaults to reports/<run-id>/; an `out` holding a run
+    (seconds for start/duration, requests/s for rate). `users`: a closed loop of that many users, each sending its
+    next request `think_time` seconds after its previous answer (arrival times are ignored). `out` defaults to reports/<run-id>/; an `out` holding a run
     is refused unless `overwrite`. The run's summary.json is written, as after `kvbench replay`."""
     if out is not None:
         check_out(Path(out), overwrite)  # before reading the trace: a taken `out` is known at once
@@ -123,11 +126,25 @@ def replay(
     wl = load.shape(wl, time_scale, start, duration, max_requests)
     load.require_requests(wl)
     spec = resolve(target, _override_items(overrides))
-    run_dir, _ = execute(wl, spec, RunOptions(seed, concurrency, Path(out) if out else None, workers, overwrite))
+    loop = _closed_loop(users, think_time, concurrency, rate)
+    opts = RunOptions(seed, users or concurrency, Path(out) if out else None, workers, overwrite, loop, think_time)
+    run_dir, _ = execute(wl, spec, opts)
     run = Run(run_dir)
     with contextlib.suppress(ConfigError):  # as after `kvbench replay`: a run with nothing to summarise has none
         summary_doc.save(run.summary(), run_dir)
     return run
+
+
+def _closed_loop(users: int | None, think_time: float, concurrency: int | None, rate: float | None) -> bool:
+    if users is None:
+        if think_time:
+            raise ConfigError("think_time is the pause of a closed loop's users: give users=N")
+        return False
+    if users < 1 or concurrency is not None or rate is not None:
+        raise ConfigError(f"users must be an int >= 1 without concurrency or rate (a closed loop), got users={users}")
+    if not think_time >= 0:
+        raise ConfigError(f"think_time must be seconds >= 0, got {think_time}")
+    return True
 
 
 def _workload(source: str | Path | load.Workload, seed: int) -> load.Workload:

@@ -13,9 +13,12 @@ from typer.testing import CliRunner
 import kvbench
 from kvbench.cli.app import app
 from kvbench.config import ConfigError
+from kvbench.records import Request
+from kvbench.workload.load import Workload
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "traces" / "kimi-sample.jsonl"
+MS = 1_000_000
 COLUMNS = {"run", "req_id", "arrival_ns", "status", "reason", "ttft_ns", "tpot_ns", "e2e_ns", "lag_ns", "good"}
 
 
@@ -113,3 +116,15 @@ def _readme_example() -> str:
 
 
 README_EXAMPLE = _readme_example()
+
+
+def test_closed_loop_users_send_when_their_previous_answer_ends(tmp_path: Path):
+    # 6 requests due at 1 s apart, 3 tokens each; fixed: 50 ms to the first token, 10 ms a token, so 70 ms each.
+    # 2 users, no think time: arrival times are ignored and each user sends when its previous answer ends.
+    reqs = [Request(i, i * 1_000_000_000, 10, 3) for i in range(6)]
+    wl = Workload("six", "mem", "0", lambda: iter(reqs))
+    run = kvbench.replay(wl, "fixed:ttft_ms=50,itl_ms=10,servers=0", users=2, out=tmp_path / "c")
+    assert sorted(run.per_request()["arrival_ns"]) == [0, 0, 70 * MS, 70 * MS, 140 * MS, 140 * MS]
+    assert run.manifest["closed_loop"]
+    with pytest.raises(ConfigError, match="users"):
+        kvbench.replay(wl, "sim", users=2, rate=5.0, out=tmp_path / "bad")
