@@ -26,6 +26,7 @@ from kvbench.http.probe import auth_headers, prepare
 from kvbench.http.profile import EndpointProfile, load_profile
 from kvbench.http.prompts import PromptBuilder
 from kvbench.http.scrape import preload, scrape_loop
+from kvbench.http.stopsignal import cancel_on_sigterm
 from kvbench.http.stream import Response, terminal
 from kvbench.http.watchdog import overdue
 from kvbench.records import ARRIVE, CANCEL, LAST_TOKEN, Emit, Event, Request
@@ -293,7 +294,8 @@ class OpenAITarget:
         if p.scrape_interval_s > 0 and self.ctx.worker == 0:
             helpers.append(self._loop.create_task(scrape_loop(p, self.ctx)))
         try:
-            await self._dispatch()
+            with cancel_on_sigterm(self._loop, asyncio.current_task()):
+                await self._dispatch()
         except asyncio.CancelledError:
             self._stopping = True
             for conn in self._direct.values():
