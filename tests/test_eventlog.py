@@ -241,3 +241,41 @@ def test_compaction_keeps_chunk_rows(tmp_path, monkeypatch):
         .fetchall()
     )
     assert got == [("ARRIVE", 6, 30), ("CHUNK", 6, 12)]
+
+
+def test_columns_built_from_buffers_equal_pyarrow_conversion(tmp_path):
+    import pyarrow as pa
+
+    rows = [
+        (1, 7, "SEND", None, None, None, None, None, None),
+        (2, 7, "ARRIVE", "prefill-0", 12, 0, "hbm", 2**40, "héllo wörld"),
+        (3, 8, "SEND", "decode-1", -5, None, None, 0, ""),
+    ]
+    log = EventLog(tmp_path)
+    for row in rows:
+        log.emit(row)
+    log.close()
+    got = pq.read_table(tmp_path / "events" / "part-00000.parquet")
+    by_hand = [
+        pa.array(col, pa.string()).dictionary_encode().cast(f.type)
+        if pa.types.is_dictionary(f.type)
+        else pa.array(col, f.type)
+        for col, f in zip(zip(*rows), EVENTS)
+    ]
+    assert got.equals(pa.Table.from_arrays(by_hand, schema=EVENTS))
+    assert got.column("kind").chunk(0).dictionary.to_pylist() == ["SEND", "ARRIVE"]  # first appearance
+
+
+def test_writing_a_log_does_not_import_pandas(tmp_path):
+    code = f"""
+        import sys
+        from kvbench.eventlog import EventLog
+        log = EventLog({str(tmp_path)!r})
+        log.emit((1, 2, "ARRIVE", None, 3, None, None, None, None))
+        log.emit_chunk((2, 2, 1))
+        log.table("steps").append(("e", 0, 1, 1, 1, 0, 1, 1, 10))
+        log.close()
+        print("pandas" in sys.modules, "pyarrow.compute" in sys.modules)
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

@@ -16,6 +16,7 @@ from kvbench.units import ns_to_ms, ns_to_s, s_to_ns
 
 if TYPE_CHECKING:
     import duckdb
+    import numpy
     import pandas
 
 __all__ = [
@@ -70,6 +71,14 @@ def timeseries(con: duckdb.DuckDBPyConnection, bucket_s: float = 1.0, slo: Slo |
     for col in ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99"):
         df[f"{col}_ms"] = ns_to_ms(df.pop(f"{col}_ns"))
     return df
+
+
+def timeseries_columns(
+    con: duckdb.DuckDBPyConnection, bucket_s: float = 1.0, slo: Slo | None = None
+) -> dict[str, numpy.ndarray]:
+    """sql/timeseries.sql's columns as numpy arrays (masked where NULL), times in ns: no pandas."""
+    prepare(con, slo)
+    return con.execute(sql_text("timeseries"), {"bucket_ns": _bucket_ns(bucket_s)}).fetchnumpy()
 
 
 def _bucket_ns(bucket_s: float) -> int:

@@ -16,6 +16,7 @@ from kvbench.analysis.sqlfiles import sql_text
 if TYPE_CHECKING:
     import duckdb
     import numpy as np
+    import pyarrow as pa
 
 # rows of one block of the TBT expansion (request x segment, ~60 B a row): bounds the memory of long runs, and
 # blocks of this size run faster than larger ones (fewer fresh pages)
@@ -123,17 +124,11 @@ def tbt(seg: dict[str, np.ndarray], sp: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _rank_longest_first(gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Dense rank of each value (0 = the largest; equal values share a rank) and the distinct values by rank.
-    Hashing first (pandas.factorize) sorts only the distinct values: a run's millions of segments have tens of
-    thousands of step lengths."""
+    """Dense rank of each value (0 = the largest; equal values share a rank) and the distinct values by rank."""
     import numpy as np
-    import pandas as pd
 
-    codes, distinct = pd.factorize(gap)
-    order = np.argsort(-distinct, kind="stable")
-    rank = np.empty(len(distinct), np.int64)
-    rank[order] = np.arange(len(distinct))
-    return rank[codes], distinct[order]
+    distinct, inverse = np.unique(gap, return_inverse=True)  # ascending
+    return len(distinct) - 1 - inverse, distinct[::-1]
 
 
 def _tbt_block(
@@ -195,8 +190,17 @@ def _store(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, np.ndar
     """A temp view over numpy columns (registered without a copy), `inst` replaced by the run and instance names."""
     import pyarrow as pa
 
-    con.register(f"{name}_arrays", pa.table(columns))
+    con.register(f"{name}_arrays", pa.Table.from_arrays([_arrow(v) for v in columns.values()], list(columns)))
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT i.run, i.instance, a.* EXCLUDE (inst) "
         f"FROM {name}_arrays a JOIN step_instances i USING (inst)"
     )
+
+
+def _arrow(a: np.ndarray) -> pa.Array:
+    """A numeric numpy array as an Arrow array over the same memory (pa.array would import pandas)."""
+    import numpy as np
+    import pyarrow as pa
+
+    a = np.ascontiguousarray(a)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])

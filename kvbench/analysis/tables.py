@@ -40,4 +40,12 @@ def prepare(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> None:
 def build_kv_transfers(con: duckdb.DuckDBPyConnection) -> None:
     """The temp table kv_transfers (one row per transfer, kv_transfers.sql), once; needs per_request."""
     if not has_table(con, "kv_transfers"):
+        con.execute("DROP VIEW IF EXISTS kv_transfers")  # left by kv_transfers_view
         con.execute(f"CREATE TEMP TABLE kv_transfers AS {subquery('kv_transfers')}")
+
+
+def kv_transfers_view(con: duckdb.DuckDBPyConnection) -> None:
+    """kv_transfers as a temp view, unless the table is built: a reader that scans it once (the summary's totals)
+    streams it instead of holding a row per transfer (a million for a million-request run)."""
+    if not has_table(con, "kv_transfers"):
+        con.execute(f"CREATE OR REPLACE TEMP VIEW kv_transfers AS {subquery('kv_transfers')}")

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -14,17 +15,24 @@ from kvbench.analysis import catalogue
 from kvbench.analysis.bootstrap import samples
 from kvbench.analysis.catalogue import STATS, Metric
 from kvbench.analysis.figures import figures
-from kvbench.analysis.metrics import timeseries
+from kvbench.analysis.metrics import timeseries_columns
 from kvbench.analysis.rates import Rates, rate_warning, rates_of
 from kvbench.analysis.runset import check_run, open_runs
 from kvbench.analysis.slo import Slo, slo_from_manifest
 from kvbench.config import ConfigError
 from kvbench.present import fmt
+from kvbench.units import ns_to_ms, ns_to_s
 
 if TYPE_CHECKING:
+    import duckdb
     from rich.table import Table
 
 SUMMARY_VERSION = 1
+
+
+# DuckDB's memory for a summary: past it, temp tables (per_request, ~1 KB a request with its inputs) spill to a
+# private temp directory, so a million-request run is summarised within ~1 GB of RSS (Python's share included)
+MEMORY_LIMIT = "600MB"
 
 
 def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) -> dict[str, Any]:
@@ -32,41 +40,67 @@ def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) ->
     run_dir = Path(run_dir)
     manifest = check_run(run_dir)
     slo = slo if slo is not None else slo_from_manifest(manifest)
-    con = open_runs([run_dir])
-    try:
-        figs = figures(con, slo)
-        ts = timeseries(con, bucket_s, slo)
-        kept = [
-            "t_s",
-            "arrivals",
-            "finished",
-            "errors",
-            "in_flight",
-            "output_tok_s",
-            "good",
-            "ttft_p50_ms",
-            "ttft_p99_ms",
-            "tpot_p50_ms",
-            "tpot_p99_ms",
-            "hit_ratio",
-            "trace_hit_ratio",
-        ]
-        series = {c: [None if v != v else v for v in ts[c].astype(float).tolist()] for c in kept}
-        lag = {"client_lag": manifest["client_lag"]} if "client_lag" in manifest else {}  # real endpoints only
-        return {
-            "kvbench_summary": SUMMARY_VERSION,
-            "run_id": manifest.get("run_id"),
-            "run_dir": str(run_dir),
-            "status": _status(manifest),
-            **lag,
-            "slo_ms": slo.as_ms(),
-            "rates": rates_doc(rates_of(manifest, figs)),
-            "metrics": figs,
-            "samples": samples(con, seed=int(manifest.get("seed") or 0)),
-            "timeseries": {"bucket_s": bucket_s, **series},
-        }
-    finally:
-        con.close()
+    with tempfile.TemporaryDirectory(prefix="kvbench-summary-") as spill:
+        con = open_runs([run_dir])
+        try:
+            con.execute("SET temp_directory = ?", [spill])
+            con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
+            return _document(con, manifest, run_dir, slo, bucket_s)
+        finally:
+            con.close()
+
+
+def _document(
+    con: duckdb.DuckDBPyConnection, manifest: dict[str, Any], run_dir: Path, slo: Slo, bucket_s: float
+) -> dict[str, Any]:
+    figs = figures(con, slo)
+    lag = {"client_lag": manifest["client_lag"]} if "client_lag" in manifest else {}  # real endpoints only
+    return {
+        "kvbench_summary": SUMMARY_VERSION,
+        "run_id": manifest.get("run_id"),
+        "run_dir": str(run_dir),
+        "status": _status(manifest),
+        **lag,
+        "slo_ms": slo.as_ms(),
+        "rates": rates_doc(rates_of(manifest, figs)),
+        "metrics": figs,
+        "samples": samples(con, seed=int(manifest.get("seed") or 0)),
+        "timeseries": {"bucket_s": bucket_s, **_series(con, bucket_s, slo)},
+    }
+
+
+SERIES = (  # summary.json's time series: timeseries.sql's columns, times and latencies in s and ms
+    "t_s",
+    "arrivals",
+    "finished",
+    "errors",
+    "in_flight",
+    "output_tok_s",
+    "good",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "hit_ratio",
+    "trace_hit_ratio",
+)
+
+
+def _series(con: duckdb.DuckDBPyConnection, bucket_s: float, slo: Slo) -> dict[str, list[float | None]]:
+    """The SERIES columns of analysis.metrics.timeseries as float lists (None for NULL), read as numpy columns:
+    a DataFrame would import pandas for a handful of columns."""
+    import numpy as np
+
+    cols: dict[str, Any] = dict(timeseries_columns(con, bucket_s, slo))
+
+    def floats(c: str) -> Any:  # NULL as NaN; Any: units.py's functions take arrays too
+        return np.ma.asarray(cols[c], dtype=float).filled(np.nan)
+
+    cols["t_s"] = ns_to_s(floats("t_ns"))
+    cols["output_tok_s"] = floats("output_tokens") / bucket_s
+    for c in ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99"):
+        cols[f"{c}_ms"] = ns_to_ms(floats(f"{c}_ns"))
+    return {c: [None if v != v else v for v in floats(c).tolist()] for c in SERIES}
 
 
 def client_lag_warning(client_lag: Any, run: Any) -> str | None:

@@ -102,3 +102,9 @@ def test_two_sim_runs_with_the_same_instance_names(tmp_path):
     assert got == {("a", 10): 10, ("b", 20): 5}
     tbt = per_request(con).set_index("run")["tbt_ns"] / 1e6
     assert (tbt["a"], tbt["b"]) == (10, 20)  # k = 1 of 10 gaps / 1 of 5 gaps
+
+
+def test_rank_longest_first_is_a_dense_rank_from_the_largest():
+    rank, by_rank = stepgaps._rank_longest_first(np.array([3.0, 1.0, 3.0, 2.5]))
+    assert rank.tolist() == [0, 2, 0, 1]
+    assert by_rank.tolist() == [3.0, 2.5, 1.0]

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -145,3 +146,20 @@ def test_instances_in_natural_order_one_line_each():
     assert names == [f"decode-{i}" for i in range(16)]  # decode-2 before decode-10
     assert [c.header for c in table.columns] == ["instance", "utilisation", "mean batch"]
     assert summary.instances_table({"ttft_ms.p50": 1.0}) is None
+
+
+def test_summary_of_a_sim_run_imports_no_pandas(tmp_path, conversation_trace):
+    code = f"""
+        import sys
+        from pathlib import Path
+        from kvbench.run import RunOptions, execute
+        from kvbench.targets import resolve
+        from kvbench.workload.load import from_trace, shape
+        from kvbench.present.summary import build
+        run_dir, _ = execute(shape(from_trace(Path({str(conversation_trace)!r})), max_requests=30),
+                             resolve("sim"), RunOptions(seed=0, out=Path({str(tmp_path / "run")!r})))
+        doc = build(run_dir)
+        print(doc["metrics"]["finished"], "pandas" in sys.modules)
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["30", "False"]

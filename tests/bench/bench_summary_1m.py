@@ -1,0 +1,113 @@
+"""Benchmark (not a test): `kvbench summary` of a 1,000,000-request simulated run: wall, CPU and peak RSS.
+
+Run:  python tests/bench/bench_summary_1m.py [--run /tmp/kvbench-1m] [--requests 1000000] [--reps 3] [--replay]
+
+The run is made once if --run does not hold one: `kvbench replay --workload SPEC --target sim -q` of a synthetic
+spec (Poisson 20 req/s, lognormal prompts and replies, shared prefixes) written next to it, never in the repo.
+Each repetition runs `kvbench summary RUN --json` in a child process; its CPU time and peak RSS come from
+os.wait4 (that child alone). Beside each the machine's speed unit is measured (tests/bench/bench_replay_sim.py)
+and the CPU time is also given normalised to 2.6 M heap events/s. --replay also times one `kvbench replay`
+without -q (the run, then the closing summary in the same process) into a fresh directory, for its peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_replay_sim import REFERENCE_UNIT, speed_unit  # noqa: E402
+
+SPEC = """description = "synthetic requests for the summary benchmark: Poisson 20 req/s, shared prefixes"
+kind = "synthetic"
+requests = {requests}
+
+[arrivals]
+process = "poisson"
+rate = 20.0
+
+[input]
+dist = "lognormal"
+p50 = 500
+p99 = 4000
+max = 8192
+
+[output]
+dist = "lognormal"
+p50 = 128
+p99 = 1024
+max = 2048
+
+[prefix]
+groups = 16
+tokens = 2048
+popularity = "zipf"
+share = 0.5
+"""
+
+
+def kvbench() -> str:
+    return str(Path(sys.executable).with_name("kvbench"))
+
+
+def timed(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MB) of one child process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode:
+        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def make_run(run: Path, requests: int, quiet: bool = True) -> tuple[float, float, float]:
+    spec = run.parent / f"{run.name}-workload.toml"
+    spec.write_text(SPEC.format(requests=requests))
+    cmd = [kvbench(), "replay", "--workload", str(spec), "--target", "sim", "--out", str(run), "--overwrite"]
+    return timed(cmd + (["-q"] if quiet else []))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", type=Path, default=Path("/tmp/kvbench-1m"))
+    ap.add_argument("--requests", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--replay", action="store_true", help="also time one replay without -q (closing summary)")
+    ns = ap.parse_args()
+    if not (ns.run / "run.json").is_file():
+        wall, cpu, rss = make_run(ns.run, ns.requests)
+        print(f"made {ns.run}: {ns.requests:,} requests, wall {wall:.0f} s, CPU {cpu:.0f} s, peak RSS {rss:.0f} MB")
+    print(f"kvbench summary {ns.run} --json   (load {os.getloadavg()[0]:.1f})")
+    rows = []
+    for i in range(ns.reps):
+        u = speed_unit()
+        wall, cpu, rss = timed([kvbench(), "summary", str(ns.run), "--json"])
+        u = (u + speed_unit()) / 2
+        rows.append((wall, cpu, rss, cpu * u / REFERENCE_UNIT))
+        print(
+            f"  run {i + 1}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, unit {u / 1e6:.2f} M ev/s "
+            f"-> CPU {rows[-1][3]:.2f} s normalised"
+        )
+    med = statistics.median
+    print(
+        f"median: wall {med(r[0] for r in rows):.2f} s, CPU {med(r[1] for r in rows):.2f} s "
+        f"({med(r[3] for r in rows):.2f} s normalised to {REFERENCE_UNIT / 1e6:.1f} M ev/s), "
+        f"peak RSS {med(r[2] for r in rows):.0f} MB"
+    )
+    if ns.replay:
+        fresh = ns.run.with_name(ns.run.name + "-replay")
+        wall, cpu, rss = make_run(fresh, ns.requests, quiet=False)
+        print(f"kvbench replay (not -q, closing summary): wall {wall:.0f} s, CPU {cpu:.0f} s, peak RSS {rss:.0f} MB")
+        shutil.rmtree(fresh)
+
+
+if __name__ == "__main__":
+    main()
