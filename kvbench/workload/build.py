@@ -22,7 +22,7 @@ from kvbench.workload.mooncake import first_unsorted_line, read_mooncake, read_s
 from kvbench.workload.sharegpt import read_sharegpt, to_requests
 from kvbench.workload.spec import WorkloadSpec
 from kvbench.workload.stream import Workload, shape
-from kvbench.workload.synth import SynthSpec, finalize, generate, think_times_ns
+from kvbench.workload.synth import SynthSpec, finalize, stream, think_times_ns
 
 # Outputs for workloads whose source has none: lognormal through the Azure 2023 conversation trace's output
 # p50 129 / p99 601 tokens (SOURCES.md §2), the public record of production chat reply lengths we have.
@@ -170,8 +170,7 @@ def _make(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
             spec.requests,
             spec.duration_s,
         )
-        reqs = tuple(generate(synth, seed, spec.name))
-        return lambda: iter(reqs)
+        return lambda: stream(synth, seed, spec.name)  # lazily: -n 1 of a 10^5-request spec builds a handful
     if spec.kind == "servegen":
         reqs = tuple(
             servegen.generate(

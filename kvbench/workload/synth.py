@@ -10,7 +10,9 @@ turn k-1 ends. Requests are sorted by arrival and numbered densely; at most `req
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -88,6 +90,14 @@ def group_weights(spec: PrefixSpec) -> np.ndarray:
 
 def generate(spec: SynthSpec, seed: Seed, name: str = "", id_base: int = 0) -> list[Request]:
     """The whole workload, deterministic for `seed`; block ids start at `id_base` (mixtures keep them apart)."""
+    return list(stream(spec, seed, name, id_base))
+
+
+def stream(spec: SynthSpec, seed: Seed, name: str = "", id_base: int = 0) -> Iterator[Request]:
+    """`generate`'s requests, in its order, built as they are taken: the draws are vectorised up front (cheap), the
+    Request objects are not, so a spec of 10^5 requests replayed with -n 1 builds a handful. Sessions start in
+    arrival order, so a request on the heap with arrival <= the next session's start can go: every later request
+    arrives no earlier and, on a tie, was generated later, which is exactly the stable sort of `finalize`."""
     rng = np.random.default_rng(seed)
     ss = spec.sessions
     mean_turns = (ss.turns_min + ss.turns_max) / 2
@@ -103,15 +113,27 @@ def generate(spec: SynthSpec, seed: Seed, name: str = "", id_base: int = 0) -> l
     group = rng.choice(pf.groups, size=len(starts), p=group_weights(pf)) if pf.groups else np.zeros(len(starts), int)
     cols = (user_in.tolist(), out.tolist(), reason.tolist(), think_ns.tolist())
     ids = _Ids(id_base + pf.groups * prefix_blocks)
-    reqs: list[Request] = []
-    k = 0
+    heap: list[tuple[int, int, Request]] = []  # (arrival, generation order, request) not yet yielded
+    made = k = 0  # requests yielded; the session's first row in the drawn columns, also a generation order
+    limit = spec.requests if spec.requests is not None else -1
     for sid, (t0, n_turns) in enumerate(zip(starts.tolist(), turns.tolist())):
+        while heap and heap[0][0] <= t0:
+            if made == limit:
+                return
+            yield heappop(heap)[2]._replace(req_id=made)
+            made += 1
         g = int(group[sid]) if pf.groups and use_group[sid] else -1
         head = tuple(range(id_base + g * prefix_blocks, id_base + (g + 1) * prefix_blocks)) if g >= 0 else ()
         sys_tokens = pf.tokens if g >= 0 else 0
+        reqs: list[Request] = []
         _session(reqs, ids, sid, t0, sys_tokens, head, [c[k : k + n_turns] for c in cols], ss, name)
-        k += n_turns
-    return finalize(reqs, spec.requests)
+        for r in reqs:
+            heappush(heap, (r.arrival_ns, k, r))
+            k += 1
+        k += n_turns - len(reqs)
+    while heap and made != limit:
+        yield heappop(heap)[2]._replace(req_id=made)
+        made += 1
 
 
 class _Ids:
