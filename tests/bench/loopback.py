@@ -4,7 +4,8 @@
 
 Raw asyncio protocols on uvloop. `/v1/completions` and `/v1/chat/completions` stream vLLM-shaped chunks (chat: a
 first chunk carrying `role`, then `delta.content` chunks, a finish chunk, a usage chunk, `[DONE]`). Without a TTFT
-the whole response is one write; with a TTFT and no ITL a timer thread writes each whole response straight to its
+the whole response is one write (with `split`: one write per token, each on the next loop iteration, so a
+client reads a token or a few at a time); with a TTFT and no ITL a timer thread writes each whole response straight to its
 socket at its exact deadline (it sleeps, timer slack 1 us, until 200 us before it, then spins), so neither the
 loop's ms-grained timers nor spinning on the loop delay other connections; with an ITL, one write per token.
 `GET /stats` returns what the server saw since the last call and resets it: the wall-clock time of the first
@@ -126,6 +127,7 @@ class _Timer(threading.Thread):
 class _Server(asyncio.Protocol):
     ttft_s = 0.0
     itl_s = 0.0
+    split = False
     stats = _Stats()
     timer: _Timer | None = None  # with a TTFT and no ITL: writes each whole response at its exact deadline
 
@@ -159,6 +161,8 @@ class _Server(asyncio.Protocol):
         parts = response_parts(chat, len(prompt.split()), req["max_tokens"])
         if _Server.timer is not None:
             _Server.timer.add(now + int(_Server.ttft_s * 1e9), self.t, b"".join(parts))
+        elif _Server.split:
+            self._paced(parts, 0)
         elif not _Server.itl_s:
             self.t.write(b"".join(parts))
             _Server.stats.written()
@@ -170,16 +174,18 @@ class _Server(asyncio.Protocol):
         if self.t.is_closing():
             return
         self.t.write(parts[k])
-        if k + 1 < len(parts):
+        if k + 1 < len(parts) and _Server.split:
+            asyncio.get_running_loop().call_soon(self._paced, parts, k + 1)
+        elif k + 1 < len(parts):
             asyncio.get_running_loop().call_later(_Server.itl_s, self._paced, parts, k + 1)
         else:
             _Server.stats.written()
 
 
-def serve(port: int, ttft_ms: float, itl_ms: float) -> None:
+def serve(port: int, ttft_ms: float, itl_ms: float, split: bool) -> None:
     import uvloop
 
-    _Server.ttft_s, _Server.itl_s = ttft_ms / 1e3, itl_ms / 1e3
+    _Server.ttft_s, _Server.itl_s, _Server.split = ttft_ms / 1e3, itl_ms / 1e3, split
 
     async def main():
         if ttft_ms and not itl_ms:
@@ -195,10 +201,9 @@ def serve(port: int, ttft_ms: float, itl_ms: float) -> None:
 class ServerProcess:
     """The mock server in a child process on a free port; `stats()` is its GET /stats."""
 
-    def __init__(self, ttft_ms: float = 0.0, itl_ms: float = 0.0):
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, str(ttft_ms), str(itl_ms)], stdout=subprocess.PIPE, text=True
-        )
+    def __init__(self, ttft_ms: float = 0.0, itl_ms: float = 0.0, split: bool = False):
+        argv = [sys.executable, __file__, str(ttft_ms), str(itl_ms), "split" if split else "whole"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -215,4 +220,4 @@ class ServerProcess:
 
 
 if __name__ == "__main__":
-    serve(0, float(sys.argv[1]), float(sys.argv[2]))
+    serve(0, float(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "split")

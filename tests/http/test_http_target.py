@@ -159,6 +159,15 @@ def test_event_order_and_ttft_from_intended_arrival(tmp_path):
     assert ev["LAST_TOKEN"] <= ev["FINISH"]
 
 
+def test_connect_time_is_reported_on_send(tmp_path):
+    # closed loop of 1: the first request opens the connection (SEND says how long that took), the second reuses it
+    with FaultServer() as srv:
+        run_dir, _ = run([Request(0, 0, 21, 2), Request(1, 0, 21, 2)], srv.base_url, tmp_path / "r", concurrency=1)
+    rows = q(run_dir, "SELECT req_id, detail FROM EV WHERE kind = 'SEND' ORDER BY 1")
+    assert [r[0] for r in rows] == [0, 1] and rows[1][1] is None
+    assert rows[0][1].startswith("connect_ns=") and int(rows[0][1].removeprefix("connect_ns=")) > 0
+
+
 def test_retries_are_explicit_and_recorded(tmp_path):
     reqs = [
         Request(0, 0, 21, 4, prompt=fault_prompt("http_503_empty")),
