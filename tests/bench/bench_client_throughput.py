@@ -11,7 +11,9 @@ their ratio, so start-up and shut-down of either client are outside it. Clients:
   nothing (what a Python client costs that measures nothing).
 For /v1/completions and /v1/chat/completions (vLLM-shaped chunks; chat opens with a chunk carrying `role`), with
 the server writing each response whole (one read a response) or one write per token (`split`: a token or a few
-a read, as from a real streaming server). Prints medians and kvbench / bare ratios (goal >= 1.0), the load
+a read, as from a real streaming server). Prints medians and kvbench / bare ratios (goal >= 1.0), each client's
+steady-state CPU per request (runs of n and n / 4 requests: the CPU difference over the request difference, a
+steadier figure than rates on a loaded machine), the load
 average and the machine speed unit (/work/shared/tools/speedunit.py) measured beside them; ratios of two
 clients measured alternately in one run need no normalising, the rates are also given normalised to a quiet
 machine of this kind (2.6 M events/s: rate x 2.6e6 / unit).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -69,32 +72,41 @@ def trace(tmp: Path, n: int, tokens: int) -> Path:
     return path
 
 
-def server_rate(argv: list[str], srv: ServerProcess, n: int) -> float:
+def run_client(argv: list[str], srv: ServerProcess, n: int) -> tuple[float, float]:
+    """(requests/s at the server, the client process's CPU seconds)."""
     srv.stats()  # reset
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     st = srv.stats()
     assert st["done"] == n, (st, argv)
-    return st["done"] / (st["span_ns"] / 1e9)
+    return st["done"] / (st["span_ns"] / 1e9), after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def clients(srv: ServerProcess, api: str, a, tmp: Path) -> dict[str, list[str]]:
+def clients(srv: ServerProcess, api: str, a, tmp: Path, n: int) -> dict[str, list[str]]:
     kvbench = str(Path(sys.executable).parent / "kvbench")
     sets = ["--set", "model=bench", "--set", "word_tokens=1.0", "--set", f"api={api}", "--set", "lag_warn_ms=1e9"]
     return {
-        "kvbench": [kvbench, "replay", "--trace", str(trace(tmp, a.requests, a.tokens)), "--target", srv.url, *sets]
+        "kvbench": [kvbench, "replay", "--trace", str(trace(tmp, n, a.tokens)), "--target", srv.url, *sets]
         + ["-c", str(a.concurrency), "-q", "--out", str(tmp / f"run{time.monotonic_ns()}")],
-        "bare": [sys.executable, "-c", BARE, srv.url, api, str(a.requests), str(a.concurrency), str(a.tokens)],
+        "bare": [sys.executable, "-c", BARE, srv.url, api, str(n), str(a.concurrency), str(a.tokens)],
     }
 
 
-def measure(split: bool, a, tmp: Path) -> dict[str, dict[str, list[float]]]:
-    rates: dict[str, dict[str, list[float]]] = {}
+def measure(split: bool, a, tmp: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per API and client, per repetition: (requests/s at the server, steady-state client CPU us per request =
+    (CPU(n) - CPU(n / 4)) / (3n / 4), start-up and shut-down cancelled out)."""
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
     with ServerProcess(split=split) as srv:
         for _ in range(a.reps):
             for api in ("completions", "chat"):
-                for name, argv in clients(srv, api, a, tmp).items():  # alternated, so drifts hit both alike
-                    rates.setdefault(api, {}).setdefault(name, []).append(server_rate(argv, srv, a.requests))
-    return rates
+                big, small = clients(srv, api, a, tmp, a.requests), clients(srv, api, a, tmp, a.requests // 4)
+                for name in big:  # alternated, so drifts hit both alike
+                    rate, cpu = run_client(big[name], srv, a.requests)
+                    cpu_small = run_client(small[name], srv, a.requests // 4)[1]
+                    steady_us = (cpu - cpu_small) / (a.requests - a.requests // 4) * 1e6
+                    out.setdefault(api, {}).setdefault(name, []).append((rate, steady_us))
+    return out
 
 
 def main() -> None:
@@ -117,12 +129,14 @@ def main() -> None:
     )
     for mode, by_api in results.items():
         for api, by_client in by_api.items():
-            k, b = by_client["kvbench"], by_client["bare"]
+            k, b = [r for r, _ in by_client["kvbench"]], [r for r, _ in by_client["bare"]]
+            kc, bc = med(c for _, c in by_client["kvbench"]), med(c for _, c in by_client["bare"])
             print(
                 f"{mode:5} /v1/{'chat/completions' if api == 'chat' else 'completions':17} kvbench {med(k):8,.0f} "
                 f"({med(k) * QUIET_UNIT / unit:,.0f})  bare aiohttp {med(b):8,.0f} ({med(b) * QUIET_UNIT / unit:,.0f})"
                 f"  ratio {med(k) / med(b):.2f}  [runs kvbench {' / '.join(f'{x:,.0f}' for x in k)}; "
-                f"bare {' / '.join(f'{x:,.0f}' for x in b)}]"
+                f"bare {' / '.join(f'{x:,.0f}' for x in b)}]; client CPU per request, steady: kvbench {kc:.0f} us, "
+                f"bare {bc:.0f} us"
             )
 
 

@@ -147,6 +147,24 @@ def test_learnt_events_before_the_tail_in_one_read_are_counted_once_with_it():
     assert r.tokens == 4 and r.finish_reason == "length" and r.done and r.usage["completion_tokens"] == 4
 
 
+def test_a_first_chat_chunk_carrying_role_costs_one_relearn_only():
+    # vLLM/SGLang open with a delta carrying `role`: that chunk's shape is learnt, the next chunk (no role) does
+    # not fit it and is parsed and relearnt, and from the third on the learnt shape counts them unparsed
+    def delta_chunk(delta: dict) -> bytes:
+        return orjson.dumps({"id": "c1", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+    events: list[tuple] = []
+    r = Response(events.append, 7, 0, True, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10, {})
+    r.on_data(b"data: " + delta_chunk({"role": "assistant", "content": " a"}) + b"\n\n", 100)
+    assert r.tpl is not None and b'"role"' in r.tpl[0]
+    r.on_data(b"data: " + delta_chunk({"content": " b"}) + b"\n\n", 101)
+    assert r.tpl is not None and r.tpl[0] == b'{"id":"c1","choices":[{"index":0,"delta":{"content":"'
+    assert r.fast is not None and r.fast[0] == b"data: " + r.tpl[0]
+    r.on_data(b"data: " + delta_chunk({"content": " c"}) + b"\n\n", 102)
+    assert r.tokens == 3 and [(e[0], e[4]) for e in events] == [(100, 1), (101, 1), (102, 1)]
+
+
 def test_usage_that_disagrees_with_the_chunks_streamed_is_flagged():
     # 4 chunks with text; usage says 8 (over-claims: all asked), 2 (under-claims: short) or 4 (agrees)
     req = Request(3, 0, 21, 8)
