@@ -28,6 +28,8 @@ _HEAD, _SIZE, _DATA, _CRLF, _TRAILER, _LENGTH, _EOF, _DONE = range(8)
 class Sink(Protocol):
     """Receives one response. Times are time.monotonic_ns() taken when the read returned the bytes."""
 
+    def on_connect(self, connect_ns: int) -> None: ...  # a new connection was opened for it, taking connect_ns
+
     def on_send(self, now_ns: int) -> None: ...  # just before the request bytes are written
 
     def on_head(self, status: int, now_ns: int, headers: dict[bytes, bytes]) -> None: ...  # names lowercased
@@ -382,7 +384,11 @@ class Pool:
         return None
 
     async def _request(self, payload: bytes, sink: Sink, fresh: bool = False) -> None:
-        conn = (None if fresh else self._pop_idle()) or await self._connect()
+        conn = None if fresh else self._pop_idle()
+        if conn is None:
+            began = time.monotonic_ns()
+            conn = await self._connect()
+            sink.on_connect(time.monotonic_ns() - began)
         fut = asyncio.get_running_loop().create_future()
         conn.start(payload, sink, fut)
         await self._finish(conn, fut)

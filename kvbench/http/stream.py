@@ -45,6 +45,7 @@ class Response:
         "tpl",
         "fast",
         "emit_chunk",
+        "connect_ns",
     )
 
     def __init__(
@@ -83,13 +84,20 @@ class Response:
         self.ended = False  # the terminal event was emitted from on_done
         self.tpl: tuple[bytes, bytes, int, int] | None = None  # bytes around a plain chunk's text, their lengths
         self.fast: tuple[bytes, bytes, int, int] | None = None  # tpl as one whole SSE event, while the parser is idle
+        self.connect_ns = -1  # time spent opening a new connection for this attempt; -1: a kept-alive one
+
+    def on_connect(self, connect_ns: int) -> None:
+        self.connect_ns = connect_ns
 
     def on_send(self, now_ns: int) -> None:
-        """The request bytes are being written (after any connect): SEND, on the first attempt only."""
+        """The request bytes are being written (after any connect): SEND, on the first attempt only. Its detail
+        `connect_ns=N` says a new connection was opened first, taking N ns: that time is in SEND - ARRIVE (client
+        lag) and so in TTFT, reported rather than hidden there."""
         self.start_ns = self.io_ns = now_ns - self.t0_ns
         if self.send_event:
             self.send_event = False
-            self.emit(Event(self.start_ns, self.rid, SEND))
+            connect = None if self.connect_ns < 0 else f"connect_ns={self.connect_ns}"
+            self.emit(Event(self.start_ns, self.rid, SEND, detail=connect))
 
     def on_reconnect(self, why: str) -> None:
         self.notes.append(f"reconnected after a stale keep-alive connection ({why})")
@@ -101,18 +109,20 @@ class Response:
 
     def on_data(self, data: bytes, now_ns: int) -> None:
         now = self.io_ns = now_ns - self.t0_ns
-        fast = self.fast
+        fast, counted = self.fast, 0
         if fast is not None:  # a streamed token's usual read: whole learnt chunks, counted without the parser
-            n = _plain_events(data, fast)
-            if n:
-                self.tokens += n
-                self.emit_chunk((now, self.rid, n))
-                self.last_ns = now
-                return
+            counted, end = _plain_prefix(data, fast)
+            if counted:
+                self.tokens += counted
+                if end == len(data):
+                    self.emit_chunk((now, self.rid, counted))
+                    self.last_ns = now
+                    return
+                data = data[end:]  # the rest (a finish or usage chunk, say) starts at an event boundary
         if self.status != 200:
             self.err_body += data[: ERROR_BODY_BYTES - len(self.err_body)]
         else:
-            self._take(self.sse.feed(data), now)
+            self._take(self.sse.feed(data), now, counted)
 
     def on_end(self, now_ns: int) -> None:
         if self.status == 200:
@@ -127,8 +137,9 @@ class Response:
         """A clean, successful stream: HTTP 200 and [DONE] or a finish_reason."""
         return self.status == 200 and (self.done or self.finish_reason is not None)
 
-    def _take(self, payloads: list[bytes], now: int) -> None:
-        before = self.tokens
+    def _take(self, payloads: list[bytes], now: int, counted: int = 0) -> None:
+        """Count `payloads`; the read's tokens, with the `counted` ones before them, are one event."""
+        before = self.tokens - counted
         try:
             for payload in payloads:
                 if payload == b"[DONE]":
@@ -206,20 +217,21 @@ def _fits(data: bytes, shape: tuple[bytes, bytes, int, int]) -> bool:
     return end > start and data.startswith(pre) and data.endswith(suf) and _PLAIN(data, start, end) is not None
 
 
-def _plain_events(data: bytes, fast: tuple[bytes, bytes, int, int]) -> int:
-    """How many whole `data: <learnt plain chunk>\n\n` events `data` is exactly, else 0 (then it is parsed).
-    Splitting at the suffix is exact: it starts with the quote that closes the text (the text has none) and
-    ends with the blank line (the prefix has no line end)."""
+def _plain_prefix(data: bytes, fast: tuple[bytes, bytes, int, int]) -> tuple[int, int]:
+    """How many whole `data: <learnt plain chunk>\n\n` events `data` starts with, and where they end; the rest
+    is parsed. The suffix found after an event's text ends it exactly: it starts with the quote that closes the
+    text (a plain text has none) and ends with the blank line (the prefix has no line end)."""
     if _fits(data, fast):
-        return 1
+        return 1, len(data)
     pre, suf, start, _ = fast
-    events = data.split(suf)
-    if len(events) < 3 or events.pop():  # two events at least, and nothing after the last suffix
-        return 0
-    for ev in events:
-        if len(ev) <= start or not ev.startswith(pre) or _PLAIN(ev, start) is None:
-            return 0
-    return len(events)
+    n = pos = 0
+    size = len(data)
+    while pos < size and data.startswith(pre, pos):
+        end = data.find(suf, pos + start)
+        if end <= pos + start or _PLAIN(data, pos + start, end) is None:
+            break
+        n, pos = n + 1, end + len(suf)
+    return n, pos
 
 
 def terminal(resp: Response, req: Request, fault: tuple[str, str] | None, notes: list[str], now: int) -> Event:

@@ -288,6 +288,7 @@ class OpenAITarget:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop.set_exception_handler(self._loop_exception)
         p = self.prof
         self._pool = Pool(p.base_url, p.max_connections, p.connect_timeout_s)
         helpers = [self._loop.create_task(self._watchdog())]
@@ -309,6 +310,17 @@ class OpenAITarget:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             self._pool.close()
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        """Ctrl-C (or SIGTERM) raised by the signal handler inside a protocol callback such as data_received:
+        uvloop reports it here and carries on, which would lose it; the dispatcher raises it instead."""
+        exc = context.get("exception")
+        if not isinstance(exc, KeyboardInterrupt | SystemExit):
+            return loop.default_exception_handler(context)
+        self._stopping = True  # no task is spawned for the attempt its connection's close just failed
+        if self._crash is None:
+            self._crash = exc
+        self._poke()
 
     def _cancel_rest(self, why: str) -> None:
         """After the loop stopped: CANCEL, now, every request still open (also ones submitted while cancelling)."""

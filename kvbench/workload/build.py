@@ -22,7 +22,9 @@ from kvbench.workload.mooncake import first_unsorted_line, read_mooncake, read_s
 from kvbench.workload.sharegpt import read_sharegpt, to_requests
 from kvbench.workload.spec import WorkloadSpec
 from kvbench.workload.stream import Workload, shape
-from kvbench.workload.synth import SynthSpec, finalize, generate, think_times_ns
+from kvbench.workload.synth import SynthSpec, finalize, think_times_ns
+from kvbench.workload.synth import draw as synth_draw
+from kvbench.workload.synth import requests as synth_requests
 from kvbench.workload.tokens import counts_source, token_counter, tokenizer_file
 
 # Outputs for workloads whose source has none: lognormal through the Azure 2023 conversation trace's output
@@ -186,8 +188,8 @@ def _make(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
             spec.requests,
             spec.duration_s,
         )
-        reqs = tuple(generate(synth, seed, spec.name))
-        return lambda: iter(reqs)
+        draws = synth_draw(synth, seed)  # now, before the run's clock starts; the requests are built as taken
+        return lambda: synth_requests(synth, draws, spec.name)
     if spec.kind == "servegen":
         reqs = tuple(
             servegen.generate(

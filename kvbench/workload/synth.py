@@ -10,7 +10,9 @@ turn k-1 ends. Requests are sorted by arrival and numbered densely; at most `req
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -88,6 +90,23 @@ def group_weights(spec: PrefixSpec) -> np.ndarray:
 
 def generate(spec: SynthSpec, seed: Seed, name: str = "", id_base: int = 0) -> list[Request]:
     """The whole workload, deterministic for `seed`; block ids start at `id_base` (mixtures keep them apart)."""
+    return list(requests(spec, draw(spec, seed, id_base), name))
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Everything random about a generated workload, drawn vectorised (cheap); the requests are built from it as
+    they are taken (`requests`). Per session: start, turns, group (-1: none); per turn, in session order: user
+    input, output, reasoning and think time. Read-only once drawn."""
+
+    starts: list[int]
+    turns: list[int]
+    groups: list[int]
+    cols: tuple[list[int], list[int], list[int], list[int]]
+    id_base: int
+
+
+def draw(spec: SynthSpec, seed: Seed, id_base: int = 0) -> Draws:
     rng = np.random.default_rng(seed)
     ss = spec.sessions
     mean_turns = (ss.turns_min + ss.turns_max) / 2
@@ -98,20 +117,40 @@ def generate(spec: SynthSpec, seed: Seed, name: str = "", id_base: int = 0) -> l
     user_in, out, reason = sample_pair(spec.input, spec.output, rng, total)
     think_ns = think_times_ns(ss, rng, total)
     pf = spec.prefix
-    prefix_blocks = pf.tokens // MOONCAKE_BLOCK_TOKENS if pf.groups else 0
     use_group = rng.random(len(starts)) < pf.share
     group = rng.choice(pf.groups, size=len(starts), p=group_weights(pf)) if pf.groups else np.zeros(len(starts), int)
+    groups = np.where(use_group, group, -1) if pf.groups else np.full(len(starts), -1)
     cols = (user_in.tolist(), out.tolist(), reason.tolist(), think_ns.tolist())
-    ids = _Ids(id_base + pf.groups * prefix_blocks)
-    reqs: list[Request] = []
-    k = 0
-    for sid, (t0, n_turns) in enumerate(zip(starts.tolist(), turns.tolist())):
-        g = int(group[sid]) if pf.groups and use_group[sid] else -1
-        head = tuple(range(id_base + g * prefix_blocks, id_base + (g + 1) * prefix_blocks)) if g >= 0 else ()
-        sys_tokens = pf.tokens if g >= 0 else 0
-        _session(reqs, ids, sid, t0, sys_tokens, head, [c[k : k + n_turns] for c in cols], ss, name)
-        k += n_turns
-    return finalize(reqs, spec.requests)
+    return Draws(starts.tolist(), turns.tolist(), groups.tolist(), cols, id_base)
+
+
+def requests(spec: SynthSpec, d: Draws, name: str = "") -> Iterator[Request]:
+    """`generate`'s requests, in its order (sorted by arrival, stable), built as they are taken: a spec of 10^5
+    requests replayed with -n 1 builds a handful. Sessions start in arrival order, so a request on the heap with
+    arrival <= the next session's start can go: every later request arrives no earlier and, on a tie, was
+    generated later, which is exactly the stable sort of `finalize`."""
+    pf, ss = spec.prefix, spec.sessions
+    prefix_blocks = pf.tokens // MOONCAKE_BLOCK_TOKENS if pf.groups else 0
+    ids = _Ids(d.id_base + pf.groups * prefix_blocks)
+    heap: list[tuple] = []  # (arrival, generation order, Request fields after req_id) not yet yielded
+    made = k = 0  # requests yielded; the session's first row in the drawn columns, also a generation order
+    limit = spec.requests if spec.requests is not None else -1
+    for sid, (t0, n_turns, g) in enumerate(zip(d.starts, d.turns, d.groups)):
+        while heap and heap[0][0] <= t0:
+            if made == limit:
+                return
+            yield Request(made, *heappop(heap)[2])
+            made += 1
+        base = d.id_base + g * prefix_blocks
+        head = tuple(range(base, base + prefix_blocks)) if g >= 0 else ()
+        rows = _session(ids, sid, t0, pf.tokens if g >= 0 else 0, head, [c[k : k + n_turns] for c in d.cols], ss, name)
+        for row in rows:
+            heappush(heap, (row[0], k, row))
+            k += 1
+        k += n_turns - len(rows)
+    while heap and made != limit:
+        yield Request(made, *heappop(heap)[2])
+        made += 1
 
 
 class _Ids:
@@ -129,38 +168,29 @@ class _Ids:
 
 
 def _session(
-    reqs, ids: _Ids, sid: int, t0: int, sys_tokens: int, head: tuple[int, ...], cols, ss: SessionSpec, name: str
-) -> None:
+    ids: _Ids, sid: int, t0: int, sys_tokens: int, head: tuple[int, ...], cols, ss: SessionSpec, name: str
+) -> list[tuple]:
+    """The session's requests as Request fields after req_id (numbered when they leave the sort)."""
     user_in, out, reason, think_ns_col = cols
     session_id = sid if ss.turns_max > 1 else -1
     prev_in = prev_out = 0
     prev_ids: tuple[int, ...] = head
     kept_blocks = len(head)
     t = t0
+    rows: list[tuple] = []
     for turn in range(len(user_in)):
         n_in = (sys_tokens + user_in[turn]) if turn == 0 else prev_in + prev_out + user_in[turn]
         n_in = max(1, n_in)
         if n_in > ss.max_context:
-            return
+            break
         need = -(-n_in // MOONCAKE_BLOCK_TOKENS)
         hash_ids = prev_ids[:kept_blocks] + ids.take(need - kept_blocks)
         think_ns = think_ns_col[turn] if turn else 0
         t += think_ns
-        reqs.append(
-            Request(
-                0,
-                t,
-                n_in,
-                int(out[turn]),
-                hash_ids,
-                MOONCAKE_BLOCK_TOKENS,
-                session_id,
-                turn,
-                think_ns,
-                int(reason[turn]),
-                None,
-                name,
-            )
+        n_out = int(out[turn])
+        rows.append(
+            (t, n_in, n_out, hash_ids, MOONCAKE_BLOCK_TOKENS, session_id, turn, think_ns, int(reason[turn]), None, name)
         )
-        prev_in, prev_out, prev_ids = n_in, int(out[turn]), hash_ids
+        prev_in, prev_out, prev_ids = n_in, n_out, hash_ids
         kept_blocks = n_in // MOONCAKE_BLOCK_TOKENS
+    return rows

@@ -3,10 +3,6 @@
     python tests/bench/bench_http.py [--reps 3] [--quick]
 
 Prints medians over repetitions of:
-- request rate, closed loop of 32, zero-delay server, 16 tokens: kvbench vs a minimal single-process
-  aiohttp+uvloop client measured in the same run (ratio; goal >= 0.9);
-- startup: from spawning `kvbench replay ... --target http://127.0.0.1:PORT/v1` to the server receiving the
-  first request (goal <= 1 s);
 - TTFT error (FIRST_TOKEN - ARRIVE - 50 ms; ARRIVE is the intended release time, so kvbench's own lag counts)
   against a server that writes each whole response exactly 50 ms after the request's bytes arrived, open loop:
   "concurrency 1" = 40 requests 60 ms apart (one stream at a time); "concurrency 32" = 640 requests 50/32 ms
@@ -21,17 +17,17 @@ Prints medians over repetitions of:
   steady state's ((CPU(800) - CPU(200)) / their token difference), beside the minimal aiohttp client that
   parses nothing and raw uvloop protocols that read and discard (the kernel and event loop per read);
 - open-loop release precision: send lag (SEND - ARRIVE) at 200 requests/s.
-The server is raw asyncio protocols on uvloop in its own process. With a TTFT and no ITL a timer thread
-writes each response straight to its socket: it sleeps (timer slack 1 us) until 200 us before the deadline,
-then spins to the instant, so neither the loop's ms-grained timers nor spinning on the loop delay other
-connections; its lateness is measured per response and reset by `GET /first`.
+The server is tests/bench/loopback.py in its own process (its timer thread writes each 50 ms response at its exact
+deadline; its lateness is measured per response and reset by `GET /stats`). Client throughput measured from
+outside, by server-side counts, is tests/bench/bench_client_throughput.py; time to the first request from
+outside, tests/bench/bench_first_request.py.
 
 Figures on the 2-core machine, `python tests/bench/bench_http.py --reps 3`, three runs at the end of this
 session's client changes (start of the session -> now; "a / b / c" are the three runs). The VM's speed swings
 by ~30 % between runs (the minimal aiohttp client's CPU per token moved 11.2 -> 14.7 us from one run to the
 next), so read the ratios to the reference clients of the same run:
-  request rate ratio 1.20 -> 1.36 / 1.39 / 1.34 (kvbench 14,983 / 13,255 / 11,228 per s);
-  startup 0.53 -> 0.60 / 0.59 / 0.71 s;
+  (request rate in process and start-up, dropped since: measured from outside they are
+  bench_client_throughput.py and bench_first_request.py);
   TTFT error p50, concurrency 1: +0.40 -> +0.41 / +0.50 / +0.44 ms (minimal aiohttp client +1.03 / +1.06 /
   +1.01 ms); concurrency 32: +0.23 -> +0.22 / +0.24 / +0.23 ms (aiohttp +0.36 / +0.57 / +0.46 ms); the old
   closed-loop burst of 32: +3.43 ms in run a, ~1.1 ms of it send lag;
@@ -54,174 +50,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
-import heapq
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-TOKEN = b'data: {"choices":[{"index":0,"text":" w","finish_reason":null}]}\n\n'
-TAIL = (
-    b'data: {"choices":[{"index":0,"text":"","finish_reason":"length"}]}\n\n'
-    b'data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,'
-    b'"prompt_tokens_details":{"cached_tokens":0}}}\n\ndata: [DONE]\n\n'
-)
-HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-
-def chunked(payload: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(payload), payload)
-
-
-# -- the server (separate process) ---------------------------------------------------------------------------
-
-
-class _Timer(threading.Thread):
-    """Writes each first-token response at its exact deadline, from its own thread, straight to the socket:
-    sleep on a condition until SPIN_NS before the deadline (timer slack set to 1 us), then spin to the instant.
-    The event loop's timers are ms-grained and its spinning would stall every other connection's reads; this
-    thread leaves the loop free. Only this thread writes to those sockets, the loop only reads them."""
-
-    SPIN_NS = 200_000
-
-    def __init__(self, loop):
-        super().__init__(daemon=True)
-        self.loop, self.cond, self.heap, self.seq = loop, threading.Condition(), [], 0
-        self.late_ns: list[int] = []  # write started - deadline, per response: the server's own lateness
-
-    def add(self, deadline_ns: int, transport, data: bytes) -> None:
-        with self.cond:
-            heapq.heappush(self.heap, (deadline_ns, self.seq, transport, data))
-            self.seq += 1
-            self.cond.notify()
-
-    def run(self) -> None:
-        ctypes.CDLL(None).prctl(29, 1000)  # PR_SET_TIMERSLACK: 1 us instead of 50 us for this thread's waits
-        while True:
-            with self.cond:
-                while True:
-                    wait = self.heap[0][0] - time.monotonic_ns() - self.SPIN_NS if self.heap else None
-                    if wait is not None and wait <= 0:
-                        deadline, _, transport, data = heapq.heappop(self.heap)
-                        break
-                    self.cond.wait(None if wait is None else wait / 1e9)
-            now = time.monotonic_ns()
-            while now < deadline:
-                now = time.monotonic_ns()
-            self._write(transport, data)
-            self.late_ns.append(now - deadline)
-
-    def _write(self, transport, data: bytes) -> None:
-        if transport.is_closing():
-            return
-        try:
-            n = os.write(transport.get_extra_info("socket").fileno(), data)
-        except BlockingIOError:
-            n = 0
-        except OSError:
-            return
-        if n < len(data):  # the socket buffer was full (never with these small responses): let the loop finish
-            self.loop.call_soon_threadsafe(transport.write, data[n:])
-
-
-class _Server(asyncio.Protocol):
-    ttft_s = 0.0
-    itl_s = 0.0
-    first_unix = 0.0
-    timer: _Timer | None = None  # with a TTFT and no ITL: writes each whole response at its exact deadline
-
-    def connection_made(self, transport):
-        self.t, self.buf = transport, b""
-
-    def data_received(self, data):
-        now = time.monotonic_ns()  # the deadline counts from the arrival of the request's bytes
-        self.buf += data
-        while True:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            head = self.buf[:end].lower()
-            i = head.find(b"content-length:")
-            n = int(head[i + 15 : head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None]) if i >= 0 else 0
-            if len(self.buf) < end + 4 + n:
-                return
-            body, self.buf = self.buf[end + 4 : end + 4 + n], self.buf[end + 4 + n :]
-            self._handle(head, body, now)
-
-    def _handle(self, head: bytes, body: bytes, now: int) -> None:
-        if head.startswith(b"get /first"):
-            late = sorted(_Server.timer.late_ns if _Server.timer else []) or [0]
-            out = json.dumps(
-                {
-                    "first_unix": _Server.first_unix,
-                    "late_p50_ns": late[len(late) // 2],
-                    "late_p90_ns": late[len(late) * 9 // 10],
-                }
-            ).encode()
-            _Server.first_unix = 0.0
-            if _Server.timer:
-                _Server.timer.late_ns = []
-            self.t.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(out), out))
-            return
-        if not _Server.first_unix:
-            _Server.first_unix = time.time()
-        req = json.loads(body)
-        n, words = req["max_tokens"], len(str(req.get("prompt", "")).split())
-        tail = chunked(TAIL % (words, n)) + b"0\r\n\r\n"
-        if _Server.timer is not None:
-            _Server.timer.add(now + int(_Server.ttft_s * 1e9), self.t, HEAD + chunked(TOKEN) * n + tail)
-        elif not _Server.itl_s:
-            self.t.write(HEAD + chunked(TOKEN) * n + tail)
-        else:  # one write per token
-            parts = [HEAD + chunked(TOKEN)] + [chunked(TOKEN)] * (n - 1) + [tail]
-            asyncio.get_running_loop().call_later(_Server.ttft_s, self._paced, parts, 0)
-
-    def _paced(self, parts: list[bytes], k: int) -> None:
-        """One write per token, each scheduled after the previous one (in order by construction)."""
-        if self.t.is_closing():
-            return
-        self.t.write(parts[k])
-        if k + 1 < len(parts):
-            asyncio.get_running_loop().call_later(_Server.itl_s, self._paced, parts, k + 1)
-
-
-def serve(port: int, ttft_ms: float, itl_ms: float) -> None:
-    import uvloop
-
-    _Server.ttft_s, _Server.itl_s = ttft_ms / 1e3, itl_ms / 1e3
-
-    async def main():
-        if ttft_ms and not itl_ms:
-            _Server.timer = _Timer(asyncio.get_running_loop())
-            _Server.timer.start()
-        srv = await asyncio.get_running_loop().create_server(_Server, "127.0.0.1", port, backlog=1024)
-        print(srv.sockets[0].getsockname()[1], flush=True)
-        await asyncio.Event().wait()
-
-    uvloop.run(main())
-
-
-class ServerProcess:
-    def __init__(self, ttft_ms: float = 0.0, itl_ms: float = 0.0):
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(ttft_ms), str(itl_ms)], stdout=subprocess.PIPE, text=True
-        )
-        self.port = int(self.proc.stdout.readline())
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.terminate()
-        self.proc.wait()
-
+from loopback import HEAD, ServerProcess, chunked
 
 # -- the clients ---------------------------------------------------------------------------------------------
 
@@ -245,13 +80,6 @@ async def _baseline_run(url: str, n: int, conc: int, tokens: int) -> float:
         t = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(conc)))
         return time.perf_counter() - t
-
-
-def baseline_rate(url: str, n: int, conc: int, tokens: int) -> float:
-    """The minimal aiohttp+uvloop client's requests/s over n streamed requests."""
-    import uvloop
-
-    return n / uvloop.run(_baseline_run(url, n, conc, tokens))
 
 
 def baseline_cpu_per_token_us(url: str, n: int, conc: int, tokens: int) -> float:
@@ -412,20 +240,11 @@ def requests_(n: int, tokens: int, gap_ns: int = 0):
     return [Request(i, i * gap_ns, 64, tokens) for i in range(n)]
 
 
-def kvbench_rate(url: str, n: int, conc: int, tokens: int, tmp: Path) -> float:
-    run_dir, stats, _ = kvbench_run(url, requests_(n, tokens), conc, tmp / f"rate{time.monotonic_ns()}")
-    assert stats.finished == n, stats
-    ((t0, t1),) = events(
-        run_dir, "SELECT min(t_ns) FILTER (kind = 'ARRIVE'), max(t_ns) FILTER (kind = 'FINISH') FROM EV"
-    )
-    return n / ((t1 - t0) / 1e9)
-
-
 def server_stats(port: int) -> dict:
     """The server's first-request time and its own lateness p50 since the last call (and reset them)."""
     import urllib.request
 
-    return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/first").read())
+    return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats").read())
 
 
 def ttft_error_ms(url: str, port: int, n: int, gap_ns: int, tmp: Path, conc: int | None = None) -> tuple:
@@ -467,33 +286,6 @@ def open_loop_lag_ms(url: str, n: int, rate: float, tmp: Path) -> tuple[float, f
     return p50 / 1e6, p99 / 1e6
 
 
-def startup_s(url: str, port: int, tmp: Path) -> float:
-    trace = tmp / "one.jsonl"
-    trace.write_text(json.dumps({"timestamp": 0, "input_length": 64, "output_length": 4, "hash_ids": [1]}) + "\n")
-    kvbench = str(Path(sys.executable).parent / "kvbench")
-    server_stats(port)  # reset
-    t = time.time()
-    subprocess.run(
-        [
-            kvbench,
-            "replay",
-            "--trace",
-            str(trace),
-            "--target",
-            url,
-            "--set",
-            "model=bench",
-            "--set",
-            "word_tokens=1.0",
-            "-q",
-            "--out",
-            str(tmp / f"start{time.monotonic_ns()}"),
-        ],
-        check=True,
-    )
-    return server_stats(port)["first_unix"] - t
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
@@ -515,16 +307,6 @@ def main() -> None:
         tmp = Path(d)
         with ServerProcess() as srv:
             kvbench_run(srv.url, requests_(50, 4), 8, tmp / "warm")  # imports, first connections
-            base, ours = [], []
-            for _ in range(a.reps):
-                base.append(baseline_rate(srv.url, 3000 // k, 32, 16))
-                ours.append(kvbench_rate(srv.url, 3000 // k, 32, 16, tmp))
-            print(
-                f"request rate, zero-delay server, 16 tokens, concurrency 32: baseline {med(base):,.0f}/s, "
-                f"kvbench {med(ours):,.0f}/s, ratio {med(ours) / med(base):.2f}"
-            )
-            start = med(startup_s(srv.url, srv.port, tmp) for _ in range(a.reps))
-            print(f"startup to first request received: {start:.2f} s")
         with ServerProcess(ttft_ms=50) as srv:
             # one stream at a time (60 ms apart), then ~32 concurrent streams: releases 50/32 ms apart, so
             # each 50 ms wait overlaps 32 others (Little's law) without 32 requests released at one instant
@@ -567,7 +349,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
-        serve(0, float(sys.argv[2]), float(sys.argv[3]))
-    else:
-        main()
+    main()

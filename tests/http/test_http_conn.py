@@ -35,7 +35,10 @@ class Recorder:
 
     def __init__(self):
         self.status, self.data, self.ends, self.sent, self.done = None, b"", 0, 0, False
-        self.reconnects = []
+        self.reconnects, self.connects = [], []
+
+    def on_connect(self, connect_ns):
+        self.connects.append(connect_ns)
 
     def on_send(self, now_ns):
         self.sent += 1
@@ -165,8 +168,9 @@ def test_request_head_and_header_injection():
         request_head("http://h/v1", {"X-A": "v\r\nX-Evil: 1"})
 
 
-async def _serve_and_request(close: bool, n: int) -> tuple[int, list[bytes]]:
-    """A raw server on 127.0.0.1 answering each request with a 3-byte body; returns connections used, bodies."""
+async def _serve_and_request(close: bool, n: int) -> tuple[int, list[bytes], list[int]]:
+    """A raw server on 127.0.0.1 answering each request with a 3-byte body; returns connections used, bodies,
+    and how many connects each request reported (with a positive duration)."""
     conns = []
 
     async def handle(reader, writer):
@@ -181,20 +185,22 @@ async def _serve_and_request(close: bool, n: int) -> tuple[int, list[bytes]]:
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    pool, bodies = Pool(f"http://127.0.0.1:{port}/v1", 0, 5.0), []
+    pool, bodies, connects = Pool(f"http://127.0.0.1:{port}/v1", 0, 5.0), [], []
     for _ in range(n):
         sink = Recorder()
         await pool.request(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", sink)
         bodies.append(sink.data)
+        connects.append(sum(1 for ns in sink.connects if ns > 0))
     pool.close()
     server.close()
-    return len(conns), bodies
+    return len(conns), bodies, connects
 
 
 def test_keep_alive_reuses_one_connection_and_close_does_not():
-    # 4 sequential requests: one connection when the server keeps it alive, 4 when it says close
-    assert asyncio.run(_serve_and_request(False, 4)) == (1, [b"abc"] * 4)
-    assert asyncio.run(_serve_and_request(True, 4)) == (4, [b"abc"] * 4)
+    # 4 sequential requests: one connection when the server keeps it alive, 4 when it says close; each request
+    # that opened one was told how long connecting took
+    assert asyncio.run(_serve_and_request(False, 4)) == (1, [b"abc"] * 4, [1, 0, 0, 0])
+    assert asyncio.run(_serve_and_request(True, 4)) == (4, [b"abc"] * 4, [1, 1, 1, 1])
 
 
 async def _stale_then_fresh() -> tuple[int, list[bytes], list[str]]:

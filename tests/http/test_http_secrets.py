@@ -45,7 +45,7 @@ def test_a_key_echoed_by_the_server_and_a_url_password_are_nowhere_in_the_output
     details = [
         d
         for (d,) in duckdb.connect()
-        .execute(f"SELECT detail FROM read_parquet('{table_glob(out)}') WHERE detail IS NOT NULL")
+        .execute(f"SELECT detail FROM read_parquet('{table_glob(out)}') WHERE detail IS NOT NULL AND kind <> 'SEND'")
         .fetchall()
     ]
     # the echo was scrubbed, not lost: the 401 and the server's words are there, with the key replaced

@@ -132,6 +132,39 @@ def test_whole_plain_events_in_one_read_are_one_event_and_a_stray_byte_is_parsed
     assert events[-1][0] == 300 and events[-1][4] == 1 and r.tokens == 5 and r.fast is None  # ':' held back
 
 
+def test_learnt_events_before_the_tail_in_one_read_are_counted_once_with_it():
+    # a read holding 3 learnt token events then the finish chunk, usage and [DONE] (a client that fell behind):
+    # the 3 are counted without the parser, the tail parsed; one event of 3 tokens, at the read's time
+    tail = [chunk(True, None, "length"), b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4}}', b"[DONE]"]
+    events: list[tuple] = []
+    r = Response(events.append, 7, 0, True, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10, {})
+    role = b'{"id":"cmpl-1","created":1,"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}'
+    r.on_data(b"data: " + role + b"\n\ndata: " + chunk(True, " w") + b"\n\n", 100)  # learns from the 2nd
+    assert r.fast is not None and [(e[0], e[4]) for e in events] == [(100, 1)]
+    r.on_data(b"".join(b"data: " + p + b"\n\n" for p in [chunk(True, t) for t in (" a", " b", " c")] + tail), 200)
+    assert [(e[0], e[4]) for e in events] == [(100, 1), (200, 3)]
+    assert r.tokens == 4 and r.finish_reason == "length" and r.done and r.usage["completion_tokens"] == 4
+
+
+def test_a_first_chat_chunk_carrying_role_costs_one_relearn_only():
+    # vLLM/SGLang open with a delta carrying `role`: that chunk's shape is learnt, the next chunk (no role) does
+    # not fit it and is parsed and relearnt, and from the third on the learnt shape counts them unparsed
+    def delta_chunk(delta: dict) -> bytes:
+        return orjson.dumps({"id": "c1", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+    events: list[tuple] = []
+    r = Response(events.append, 7, 0, True, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10, {})
+    r.on_data(b"data: " + delta_chunk({"role": "assistant", "content": " a"}) + b"\n\n", 100)
+    assert r.tpl is not None and b'"role"' in r.tpl[0]
+    r.on_data(b"data: " + delta_chunk({"content": " b"}) + b"\n\n", 101)
+    assert r.tpl is not None and r.tpl[0] == b'{"id":"c1","choices":[{"index":0,"delta":{"content":"'
+    assert r.fast is not None and r.fast[0] == b"data: " + r.tpl[0]
+    r.on_data(b"data: " + delta_chunk({"content": " c"}) + b"\n\n", 102)
+    assert r.tokens == 3 and [(e[0], e[4]) for e in events] == [(100, 1), (101, 1), (102, 1)]
+
+
 def test_usage_that_disagrees_with_the_chunks_streamed_is_flagged():
     # 4 chunks with text; usage says 8 (over-claims: all asked), 2 (under-claims: short) or 4 (agrees)
     req = Request(3, 0, 21, 8)

@@ -11,9 +11,12 @@ import time
 
 import duckdb
 import pytest
-from support.faultserver import CROSS_ORIGIN, FAULTS, REDIRECTED_PATH, FaultServer, fault_prompt, q, run
+from support.faultserver import CROSS_ORIGIN, FAST, FAULTS, REDIRECTED_PATH, FaultServer, fault_prompt, q, run
 
 from kvbench.records import Request
+from kvbench.run import RunOptions, execute
+from kvbench.target import TargetSpec
+from kvbench.workload.stream import Workload
 
 EXPECTED = {  # fault -> (terminal kind, detail prefix; {url}: the server's origin)
     "ok": ("FINISH", "prompt_tokens=21"),
@@ -157,6 +160,36 @@ def test_event_order_and_ttft_from_intended_arrival(tmp_path):
     assert ev["ARRIVE"] == 20_000_000  # the intended time, not when the client got to it
     assert ev["ARRIVE"] <= ev["SEND"] and ev["SEND"] + 50_000_000 <= ev["FIRST_TOKEN"] <= ev["LAST_TOKEN"]
     assert ev["LAST_TOKEN"] <= ev["FINISH"]
+
+
+def test_connect_time_is_reported_on_send(tmp_path):
+    # closed loop of 1: the first request opens the connection (SEND says how long that took), the second reuses it
+    with FaultServer() as srv:
+        run_dir, _ = run([Request(0, 0, 21, 2), Request(1, 0, 21, 2)], srv.base_url, tmp_path / "r", concurrency=1)
+    rows = q(run_dir, "SELECT req_id, detail FROM EV WHERE kind = 'SEND' ORDER BY 1")
+    assert [r[0] for r in rows] == [0, 1] and rows[1][1] is None
+    assert rows[0][1].startswith("connect_ns=") and int(rows[0][1].removeprefix("connect_ns=")) > 0
+
+
+def test_an_interrupt_raised_inside_a_read_stops_the_run(tmp_path):
+    # closed loop of 1: after the first request everything happens inside data_received (FINISH, the refill's
+    # ARRIVE and SEND), so a Ctrl-C there must stop the run (uvloop reports an exception raised in a protocol
+    # callback to the loop's exception handler and carries on); here the progress callback raises it
+    def progress(stats) -> None:
+        if stats.finished >= 2:
+            raise KeyboardInterrupt
+
+    reqs = [Request(i, 0, 21, 2) for i in range(200)]
+    spec = TargetSpec("openai", "fault", {"kind": "openai", "base_url": "", **FAST})
+    with FaultServer(ttft_s=0.01) as srv:
+        spec = TargetSpec("openai", "fault", {**spec.params, "base_url": srv.base_url})
+        wl = Workload("t", "mem", "0", lambda: iter(reqs))
+        with pytest.raises(KeyboardInterrupt):
+            execute(wl, spec, RunOptions(out=tmp_path / "r", concurrency=1), progress)
+    run_dir = tmp_path / "r"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    ends = dict(q(run_dir, "SELECT kind, count(*) FROM EV WHERE kind IN ('FINISH', 'CANCEL', 'ERROR') GROUP BY 1"))
+    assert ends.get("FINISH", 0) < 200 and ends.get("ERROR", 0) == 0 and sum(ends.values()) <= 200
 
 
 def test_retries_are_explicit_and_recorded(tmp_path):

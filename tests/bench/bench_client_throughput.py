@@ -1,0 +1,144 @@
+"""Benchmark: client throughput measured from outside, kvbench vs a bare aiohttp client, by server-side counts.
+
+    python tests/bench/bench_client_throughput.py [--reps 3] [--requests 6000] [--tokens 16] [--concurrency 64]
+
+Each client runs as its own process against a loopback mock server in another (tests/bench/loopback.py) and
+sends `--requests` streamed requests of `--tokens` tokens, `--concurrency` in flight. The server counts the
+responses it completed and the span from the first request's arrival to the last response's write; the rate is
+their ratio, so start-up and shut-down of either client are outside it. Clients:
+- kvbench: `kvbench replay --trace T -c 64 -q` over a Mooncake trace whose requests are all due at 0 (closed loop);
+- a bare aiohttp + uvloop client (`python -c`): 64 workers posting and reading each stream with iter_any, parsing
+  nothing (what a Python client costs that measures nothing).
+For /v1/completions and /v1/chat/completions (vLLM-shaped chunks; chat opens with a chunk carrying `role`), with
+the server writing each response whole (one read a response) or one write per token (`split`: a token or a few
+a read, as from a real streaming server). Prints medians and kvbench / bare ratios (goal >= 1.0), each client's
+steady-state CPU per request (runs of n and n / 4 requests: the CPU difference over the request difference, a
+steadier figure than rates on a loaded machine), the load
+average and the machine speed unit (/work/shared/tools/speedunit.py) measured beside them; ratios of two
+clients measured alternately in one run need no normalising, the rates are also given normalised to a quiet
+machine of this kind (2.6 M events/s: rate x 2.6e6 / unit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_first_request import QUIET_UNIT, speed_unit
+from loopback import ServerProcess
+
+BARE = """
+import asyncio, json, sys
+import aiohttp, uvloop
+
+url, api, n, conc, tokens = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+body = {"model": "bench", "max_tokens": tokens, "stream": True}
+if api == "chat":
+    body["messages"] = [{"role": "user", "content": "w " * 64}]
+else:
+    body["prompt"] = "w " * 64
+data = json.dumps(body).encode()
+path = url + ("/chat/completions" if api == "chat" else "/completions")
+
+async def main():
+    left = [n]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        async def worker():
+            while left[0] > 0:
+                left[0] -= 1
+                async with s.post(path, data=data, headers={"Content-Type": "application/json"}) as r:
+                    async for _ in r.content.iter_any():
+                        pass
+        await asyncio.gather(*(worker() for _ in range(conc)))
+
+uvloop.run(main())
+"""
+
+
+def trace(tmp: Path, n: int, tokens: int) -> Path:
+    path = tmp / f"burst{n}x{tokens}.jsonl"
+    lines = (
+        json.dumps({"timestamp": 0, "input_length": 64, "output_length": tokens, "hash_ids": [i]}) for i in range(n)
+    )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_client(argv: list[str], srv: ServerProcess, n: int) -> tuple[float, float]:
+    """(requests/s at the server, the client process's CPU seconds)."""
+    srv.stats()  # reset
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    st = srv.stats()
+    assert st["done"] == n, (st, argv)
+    return st["done"] / (st["span_ns"] / 1e9), after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def clients(srv: ServerProcess, api: str, a, tmp: Path, n: int) -> dict[str, list[str]]:
+    kvbench = str(Path(sys.executable).parent / "kvbench")
+    sets = ["--set", "model=bench", "--set", "word_tokens=1.0", "--set", f"api={api}", "--set", "lag_warn_ms=1e9"]
+    return {
+        "kvbench": [kvbench, "replay", "--trace", str(trace(tmp, n, a.tokens)), "--target", srv.url, *sets]
+        + ["-c", str(a.concurrency), "-q", "--out", str(tmp / f"run{time.monotonic_ns()}")],
+        "bare": [sys.executable, "-c", BARE, srv.url, api, str(n), str(a.concurrency), str(a.tokens)],
+    }
+
+
+def measure(split: bool, a, tmp: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per API and client, per repetition: (requests/s at the server, steady-state client CPU us per request =
+    (CPU(n) - CPU(n / 4)) / (3n / 4), start-up and shut-down cancelled out)."""
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    with ServerProcess(split=split) as srv:
+        for _ in range(a.reps):
+            for api in ("completions", "chat"):
+                big, small = clients(srv, api, a, tmp, a.requests), clients(srv, api, a, tmp, a.requests // 4)
+                for name in big:  # alternated, so drifts hit both alike
+                    rate, cpu = run_client(big[name], srv, a.requests)
+                    cpu_small = run_client(small[name], srv, a.requests // 4)[1]
+                    steady_us = (cpu - cpu_small) / (a.requests - a.requests // 4) * 1e6
+                    out.setdefault(api, {}).setdefault(name, []).append((rate, steady_us))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=6000)
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--concurrency", type=int, default=64)
+    a = ap.parse_args()
+    med = statistics.median
+    with tempfile.TemporaryDirectory() as d:
+        units = [speed_unit()]
+        results = {mode: measure(mode == "split", a, Path(d)) for mode in ("whole", "split")}
+        units.append(speed_unit())
+    unit = med(units)
+    print(
+        f"load average {os.getloadavg()[0]:.1f}; speed unit {unit / 1e6:.2f} M events/s (before/after "
+        f"{units[0] / 1e6:.2f} / {units[1] / 1e6:.2f}); {a.requests} requests x {a.tokens} tokens, concurrency "
+        f"{a.concurrency}, requests/s at the server (normalised to 2.6 M events/s)"
+    )
+    for mode, by_api in results.items():
+        for api, by_client in by_api.items():
+            k, b = [r for r, _ in by_client["kvbench"]], [r for r, _ in by_client["bare"]]
+            kc, bc = med(c for _, c in by_client["kvbench"]), med(c for _, c in by_client["bare"])
+            print(
+                f"{mode:5} /v1/{'chat/completions' if api == 'chat' else 'completions':17} kvbench {med(k):8,.0f} "
+                f"({med(k) * QUIET_UNIT / unit:,.0f})  bare aiohttp {med(b):8,.0f} ({med(b) * QUIET_UNIT / unit:,.0f})"
+                f"  ratio {med(k) / med(b):.2f}  [runs kvbench {' / '.join(f'{x:,.0f}' for x in k)}; "
+                f"bare {' / '.join(f'{x:,.0f}' for x in b)}]; client CPU per request, steady: kvbench {kc:.0f} us, "
+                f"bare {bc:.0f} us"
+            )
+
+
+if __name__ == "__main__":
+    main()
