@@ -20,9 +20,10 @@ def front(xs: Sequence[float | None], ys: Sequence[float | None], y_higher: bool
     return out
 
 
-def rank_key(row: dict[str, Any]) -> tuple[int, float, float, float]:
+def rank_key(row: dict[str, Any]) -> tuple[int, float, float, float, str]:
     """Deeper rungs first (their figures come from longer replays), then goodput per GPU; searches of the same
-    precision often tie on it, so then the attainment at that rate (more headroom), then the lower TTFT p90."""
+    precision often tie on it, so then the attainment at that rate (more headroom), then the lower TTFT p90, then the
+    name, so a full tie ranks the same whichever search ended first."""
     per_gpu = row.get("goodput_per_gpu")
     attainment = row.get("slo_attainment")
     ttft = row.get("ttft_ms.p90")
@@ -31,6 +32,7 @@ def rank_key(row: dict[str, Any]) -> tuple[int, float, float, float]:
         -(per_gpu if per_gpu is not None else -1.0),
         -(attainment if attainment is not None else -1.0),
         ttft if ttft is not None else float("inf"),
+        str(row.get("candidate", "")),
     )
 
 

@@ -59,7 +59,8 @@ def test_plan_halves_ranks_and_writes_a_usable_preset(planned) -> None:
     kept = rungs[rungs["requests"] == 60]["candidate"].iloc[0]
     first = rungs[rungs["requests"] == 30]
     best = first[first["goodput_per_gpu"] == first["goodput_per_gpu"].max()]  # the best of the first rung went on
-    ties = best.sort_values(["slo_attainment", "ttft_ms.p90"], ascending=[False, True])  # ties: more headroom
+    # ties: more headroom, then the lower TTFT p90, then the name (HBM-only and +DRAM tie when DRAM is never used)
+    ties = best.sort_values(["slo_attainment", "ttft_ms.p90", "candidate"], ascending=[False, True, True])
     assert kept == ties["candidate"].iloc[0]
     assert result.best is not None and result.best["candidate"] == kept == table["candidate"].iloc[0]
     assert (table["goodput_per_gpu"] == table["goodput"] / 2).all() and (table["gpus"] == 2).all()
