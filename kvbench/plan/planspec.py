@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
-from kvbench.config import ConfigError, NonEmpty, Range, Source, load_toml, read
+from kvbench.config import ConfigError, NonEmpty, Range
+from kvbench.plan.sweepspec import read_spec_file
 
 Layout = Literal["colocated", "pd"]
 TierSet = Literal["hbm", "dram", "pool"]  # HBM prefix cache only; + a host-DRAM tier; + DRAM and a shared pool
@@ -73,11 +74,7 @@ def load_plan(path: str | Path) -> PlanSpec:
     from kvbench.workload.inputs import find_workload
 
     p = Path(path)
-    data, text = load_toml(p)
-    src = Source(str(p), text)
-    f = read(PlanFile, data, src)
-    if (f.workload is None) == (f.trace is None):
-        raise src.error((), "give exactly one of `workload` (a name or spec path) or `trace` (a trace file)")
+    f, src = read_spec_file(p, PlanFile)
     try:
         parse_slo(f.slo)
     except ConfigError as e:

@@ -14,9 +14,19 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from kvbench.config import NonEmpty, Range, Source, load_toml, read
+
+
+class _NamesWorkload(Protocol):
+    @property
+    def workload(self) -> str | None: ...
+    @property
+    def trace(self) -> str | None: ...
+
+
+SpecT = TypeVar("SpecT", bound=_NamesWorkload)
 
 RUN_KEYS = {"rate": float, "time_scale": float, "concurrency": int, "seed": int, "max_requests": int, "target": str}
 WORKLOAD_PREFIX = "workload."
@@ -71,14 +81,20 @@ class Sweep:
     jobs: tuple[PointJob, ...]
 
 
+def read_spec_file(path: Path, cls: type[SpecT]) -> tuple[SpecT, Source]:
+    """A sweep or plan spec read into `cls`, which names its workload by exactly one of `workload` and `trace`."""
+    data, text = load_toml(path)
+    src = Source(str(path), text)
+    f = read(cls, data, src)
+    if (f.workload is None) == (f.trace is None):
+        raise src.error((), "give exactly one of `workload` (a name or spec path) or `trace` (a trace file)")
+    return f, src
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Read and check a sweep spec; every point's settings are checked before anything runs (see check_jobs)."""
     p = Path(path)
-    data, text = load_toml(p)
-    src = Source(str(p), text)
-    f = read(SweepFile, data, src)
-    if (f.workload is None) == (f.trace is None):
-        raise src.error((), "give exactly one of `workload` (a name or spec path) or `trace` (a trace file)")
+    f, src = read_spec_file(p, SweepFile)
     points = _points(f, src)
     axes = tuple(dict.fromkeys(k for pt in points for k in pt))
     jobs = tuple(_job(f, p.parent, pt) for pt in points)
