@@ -13,9 +13,10 @@ from kvbench.sim.cluster import ClusterCfg, PoolCfg, location
 from kvbench.sim.cost import StepCost
 from kvbench.sim.cost.config import cost_model
 from kvbench.sim.engine import Engine, EngineHost
-from kvbench.sim.kvcache import Tier
+from kvbench.sim.kvcache import InflightShare, Tier
 from kvbench.sim.loop import Loop
 from kvbench.sim.pricer import PlainPricer, SpecPricer, StepPricer
+from kvbench.sim.replica import PoolReplicas
 from kvbench.sim.rows import AppendStep
 from kvbench.sim.spec import LinkSpec
 from kvbench.sim.transfer import Granularity, LinkRef, Links, SharedLink, message_count
@@ -43,6 +44,7 @@ class Cluster:
         "write_through",
         "layerwise_loads",
         "prefix_block_tokens",
+        "replicas",
         "_pool_link",
         "_p2d",
     )
@@ -66,6 +68,12 @@ class Cluster:
         self.engines, n_nodes = make_engines(cfg, host, loop, costs, links, rows, rng)
         self.node_tiers, self.pool = make_tiers(cfg, n_nodes, self.kv_bytes, links)
         self._pool_link = next((tc.link for tc in cfg.tiers if tc.kind == "pool"), None)
+        self.replicas: PoolReplicas | None = None  # placed pool copies (tiers.pool.replicas), else None
+        for tc in cfg.tiers:
+            if tc.replicas and self.pool is not None:
+                block = (cfg.prefix_block_tokens, cfg.prefix_block_tokens * self.kv_bytes)
+                hot = (tc.replicas, tc.replicate_hot)
+                self.replicas = PoolReplicas(self.pool, links, tc.link, n_nodes, hot, block, self.messages)
         for e in self.engines:
             if e.hbm is not None:
                 e.hbm.below = self._chain_below(e.node)
@@ -213,6 +221,8 @@ def make_engines(
             name = f"{p.role.replace('_', '-')}-{i}"
             pricer = make_pricer(cfg, cost, links, rng)
             hbm = Tier(f"hbm:{name}", "hbm", 0) if cfg.prefix_caching and p.role != "decode" else None
+            if hbm is not None and p.share_inflight:
+                hbm.share = InflightShare(hbm, cfg.prefix_block_tokens)
             kv = cost.kv_capacity_tokens()
             pbt = cfg.prefix_block_tokens
             engines.append(Engine(name, p.role, node, p, kv, pricer, host, loop, pbt, hbm, rows, len(engines)))

@@ -38,7 +38,7 @@ ROUTER_PARAMS: dict[str, dict[str, Any]] = {
     "kv_router": {"prefill_load_scale": 1.0, "temperature": 0.0, "host_hit_weight": 0.75},
     "cpd": {"warm_threshold": 0.5},
 }
-ENGINE_KEYS = ("token_budget", "max_running", "block_tokens", "chunked_prefill")
+ENGINE_KEYS = ("token_budget", "max_running", "block_tokens", "chunked_prefill", "share_inflight")
 # Sizes no real deployment reaches, checked before anything is built: a typo (instances = 10000000) is a one-line
 # error rather than gigabytes of engines. The largest published PD deployments run hundreds of nodes.
 MAX_INSTANCES = 4096  # per pool
@@ -58,6 +58,7 @@ class PoolCfg:
     max_running: int = 256  # requests in the running batch at most
     block_tokens: int = 16  # paged-KV block size
     chunked_prefill: bool = True  # Sarathi: prefill chunks ride along decode steps
+    share_inflight: bool = False  # HBM prefix blocks are shared while in use, not only once released
     cost: tuple[tuple[str, Any], ...] = ()  # the pool's cost-model table (model, gpu, tp, efficiencies, profile)
     gpus: int = 0  # GPUs of one instance: (ep if ep > 1 else tp) x pp; 0: tp
 
@@ -73,6 +74,8 @@ class TierCfg:
     link: str | tuple[tuple[str, Any], ...]  # link into HBM: a catalog name or an inline LinkSpec table
     write_through: bool = False  # every block an instance releases is written here too (Mooncake Store, CPD)
     layerwise: bool = False  # loads from here overlap the prefill layer by layer (LMCache, Mooncake)
+    replicas: int = 0  # pool: 0 = a read uses the reader's NIC only; n = placed copies, hot blocks up to n
+    replicate_hot: int = 0  # pool: reads of a block after which it gains a copy (0: never)
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,7 @@ class _EngineFile:
     max_running: Annotated[int, Range(1, MAX_RUNNING)] = 256
     block_tokens: Annotated[int, Range(1, 1 << 20)] = 16
     chunked_prefill: bool = True
+    share_inflight: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,7 @@ class _PoolFile:
     max_running: Annotated[int, Range(1, MAX_RUNNING)] | None = None
     block_tokens: Annotated[int, Range(1, 1 << 20)] | None = None
     chunked_prefill: bool | None = None
+    share_inflight: bool | None = None
     model: Any = None
     mfu: Any = None
     mbu: Any = None
@@ -188,6 +193,8 @@ class _TierFile:
     link: Link | dict[str, Any]  # a catalog name or an inline LinkSpec table
     write_through: bool = False
     layerwise: bool = False
+    replicas: Annotated[int, Range(0, MAX_INSTANCES)] = 0  # the pool tier only
+    replicate_hot: Annotated[int, Range(0)] = 0
 
 
 @dataclass(frozen=True)
@@ -324,7 +331,9 @@ def _tiers(src: Source, f: _ClusterFile) -> tuple[TierCfg, ...]:
         if t is not None:
             link = tuple(sorted(t.link.items())) if isinstance(t.link, dict) else t.link
             capacity = _tokens(src, ("tiers", kind, "capacity_tokens"), t.capacity_tokens)
-            out.append(TierCfg(kind, capacity, link, t.write_through, t.layerwise))
+            if kind != "pool" and (t.replicas or t.replicate_hot):
+                raise src.error(("tiers", kind), f"tiers.{kind}: replicas and replicate_hot are keys of tiers.pool")
+            out.append(TierCfg(kind, capacity, link, t.write_through, t.layerwise, t.replicas, t.replicate_hot))
     return tuple(out)
 
 

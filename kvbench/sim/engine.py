@@ -213,6 +213,8 @@ class Engine:
     def cache(self, job: Job) -> None:
         hbm = self.hbm
         if hbm is not None and job.req.hash_ids:
+            if hbm.share is not None:  # in-flight sharing: unpin, then cache what no other request uses
+                return hbm.share.release(self, job)
             hbm.capacity_blocks = (self.kv_total - self.kv_used) // self.prefix_block_tokens
             hbm.insert(job.req.hash_ids)
 
@@ -230,6 +232,8 @@ class Engine:
         job.kv = tokens
         self.kv_used += tokens
         self.running[job] = tokens
+        if self.hbm is not None and self.hbm.share is not None:  # its cached prefix: shared blocks count once
+            self.hbm.share.admit(self, job)
 
     def _drain_incoming(self, t: int) -> None:
         incoming = self.incoming
@@ -366,9 +370,12 @@ class Engine:
 
     def _advance_prefill(self, chunks: list[tuple[Job, int]] | tuple[()]) -> list[Job]:
         done = []
+        share = self.hbm.share if self.hbm is not None else None
         for job, c in chunks:
             job.prefill_left -= c
             job.ctx += c
+            if share is not None:  # its blocks are shareable as soon as they are computed
+                share.computed(job)
             self.queued_tokens -= c
             if job.prefill_left == 0:
                 done.append(job)
@@ -394,6 +401,8 @@ class Engine:
         if victim is None:
             return
         left = self.leave_decode(victim)
+        if self.hbm is not None and self.hbm.share is not None:
+            self.hbm.share.release(self, victim)
         victim.steps_left = left
         victim.prefill_left, victim.ctx = victim.ctx, 0  # recompute prompt + generated tokens
         victim.preempts += 1

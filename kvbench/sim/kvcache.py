@@ -1,13 +1,28 @@
-"""Block-hash prefix caches: one LRU tier (HBM of an instance, DRAM/SSD of a node, the cluster pool) and a lookup
-that walks a request's block hashes down a chain of tiers and stops at the first block no tier holds."""
+"""Block-hash prefix caches: one LRU tier (HBM of an instance, DRAM/SSD of a node, the cluster pool), the in-flight
+blocks an HBM tier shares while requests use them, and a lookup that walks a request's block hashes down a chain of
+tiers and stops at the first block no tier holds."""
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from itertools import islice
+from typing import Any, Protocol
 
 from kvbench.sim.transfer import SharedLink
+
+
+class EvictionWatch(Protocol):
+    """Told which blocks a tier evicted (the pool's replica placement forgets their copies)."""
+
+    def evicted(self, hashes: list[int]) -> None: ...
+
+
+class KvHolder(Protocol):
+    """What in-flight sharing adjusts of an engine: its KV tokens in use, and its total."""
+
+    kv_used: int
+    kv_total: int
 
 
 class Tier:
@@ -17,7 +32,12 @@ class Tier:
     KVBM keep the lower copy), so a demotion of a block already held below only refreshes it there.
     """
 
-    __slots__ = ("name", "kind", "capacity_blocks", "blocks", "below", "link", "hit_blocks", "inserted", "evicted")
+    # fmt: off
+    __slots__ = (
+        "name", "kind", "capacity_blocks", "blocks", "below", "link", "hit_blocks", "inserted", "evicted",
+        "pinned", "share", "watch",
+    )
+    # fmt: on
 
     def __init__(
         self, name: str, kind: str, capacity_blocks: int, below: Tier | None = None, link: SharedLink | None = None
@@ -31,6 +51,11 @@ class Tier:
         self.hit_blocks = 0
         self.inserted = 0
         self.evicted = 0
+        # blocks in use by running requests (HBM with share_inflight): hash -> requests using it; never evicted,
+        # and never in `blocks` at the same time (a block is either in use or cached in free KV)
+        self.pinned: dict[int, int] = {}
+        self.share: InflightShare | None = None  # set on an HBM tier whose in-flight blocks are shared
+        self.watch: EvictionWatch | None = None  # told of evictions (the pool's replica placement)
 
     def wire(self) -> SharedLink:
         """The link this tier's blocks travel over into HBM (every tier below HBM has one)."""
@@ -44,23 +69,24 @@ class Tier:
         return True  # an empty tier is still a tier (`a or b` must not skip it)
 
     def __contains__(self, h: int) -> bool:
-        return h in self.blocks
+        return h in self.blocks or h in self.pinned
 
     def match(self, hashes: Sequence[int]) -> int:
-        """Length of the leading run of `hashes` resident here (no LRU update)."""
-        blocks, n = self.blocks, 0
+        """Length of the leading run of `hashes` resident here, cached or in use (no LRU update)."""
+        blocks, pinned, n = self.blocks, self.pinned, 0
         for h in hashes:
-            if h not in blocks:
+            if h not in blocks and h not in pinned:
                 break
             n += 1
         return n
 
     def touch(self, hashes: Sequence[int], resident: int = 0) -> None:
         """Mark the resident ones of `hashes` most recently used (a hit); never adds a block. The caller may know
-        that the first `resident` of them are held (a matched prefix): those move without a membership test."""
+        that the first `resident` of them are held (a matched prefix): those move without a membership test, unless
+        some blocks are in use (they are held, but not in the LRU)."""
         blocks, move = self.blocks, self.blocks.move_to_end
         rest: Iterable[int] = hashes
-        if resident:
+        if resident and not self.pinned:
             deque(map(move, islice(hashes, resident)), 0)
             rest = islice(hashes, resident, None)
         for h in rest:
@@ -87,8 +113,85 @@ class Tier:
         self.evicted += excess
         oldest = list(islice(blocks, excess))
         deque(map(blocks.pop, oldest), 0)  # C-level loop: ~2x faster than popitem(False) one by one
+        if self.watch is not None:
+            self.watch.evicted(oldest)
         if self.below is not None:
             self.below.insert(oldest)
+
+
+class InflightShare:
+    """An HBM tier's blocks shared while requests use them (vLLM prefix caching, SGLang RadixAttention): a full
+    block is cached as soon as it is computed (or hit), pinned by a count of the requests using it, never evicted
+    while pinned, and goes to the LRU in free KV when the last one leaves.
+
+    Accounting: each request still reserves its whole context on the engine; a block used by r requests is then
+    credited back r - 1 times, so `kv_used` = the reservations - the shared copies: a shared block takes HBM once.
+    A block a request computed while another copy was in use stays private to it (vLLM keeps such duplicates).
+    """
+
+    __slots__ = ("tier", "pbt", "refs", "held", "upto", "shared_hits")
+
+    def __init__(self, tier: Tier, prefix_block_tokens: int) -> None:
+        self.tier, self.pbt = tier, prefix_block_tokens
+        self.refs = tier.pinned  # hash -> requests using the block
+        self.held: dict[Any, list[int]] = {}  # job -> the blocks it pins
+        self.upto: dict[Any, int] = {}  # job -> its full prompt blocks already pinned or kept private
+        self.shared_hits = 0  # blocks a request found in use by another and shared
+
+    def admit(self, e: KvHolder, job: Any) -> None:
+        """A request was admitted with its cached prefix (`job.ctx` tokens) in its KV: it pins those blocks; the
+        ones already in use by other requests are shared (credited back once each)."""
+        if job.parent is not None or not job.ctx:
+            return
+        refs, blocks, pbt = self.refs, self.tier.blocks, self.pbt
+        hashes = job.req.hash_ids
+        n = min(job.ctx, job.n_in, len(hashes) * pbt) // pbt
+        held = self.held.setdefault(job, [])
+        for h in hashes[self.upto.get(job, 0) : n]:
+            r = refs.get(h, 0)
+            if r:
+                e.kv_used -= pbt
+                self.shared_hits += 1
+            else:
+                blocks.pop(h, None)  # a cached block moves from free KV into the request's KV
+            refs[h] = r + 1
+            held.append(h)
+        self.upto[job] = n
+
+    def computed(self, job: Any) -> None:
+        """A prefill chunk ended: the request's newly complete prompt blocks become shareable (pinned by it)."""
+        if job.parent is not None:
+            return
+        pbt, hashes = self.pbt, job.req.hash_ids
+        n = min(job.ctx, job.n_in, len(hashes) * pbt) // pbt
+        start = self.upto.get(job, 0)
+        if n <= start:
+            return
+        refs, blocks = self.refs, self.tier.blocks
+        held = self.held.setdefault(job, [])
+        for h in hashes[start:n]:
+            if h in refs:
+                continue  # computed beside a copy in use: a private duplicate
+            blocks.pop(h, None)
+            refs[h] = 1
+            held.append(h)
+        self.upto[job] = n
+
+    def release(self, e: KvHolder, job: Any) -> None:
+        """The request freed its KV (already taken off `kv_used`): unpin its blocks; the prompt's blocks no other
+        request uses go to the LRU in free KV."""
+        refs, pbt = self.refs, self.pbt
+        self.upto.pop(job, None)
+        for h in self.held.pop(job, ()):
+            r = refs[h] - 1
+            if r:
+                refs[h] = r
+                e.kv_used += pbt  # one fewer sharer: the remaining users' reservations hold it
+            else:
+                del refs[h]
+        tier = self.tier
+        tier.capacity_blocks = (e.kv_total - e.kv_used) // pbt
+        tier.insert([h for h in job.req.hash_ids if h not in refs])
 
 
 def lookup(hashes: Sequence[int], chain: Sequence[Tier]) -> list[int]:
@@ -101,10 +204,10 @@ def lookup(hashes: Sequence[int], chain: Sequence[Tier]) -> list[int]:
 
 def walk(hashes: Sequence[int], chain: Sequence[Tier]) -> tuple[list[int], int]:
     """(lookup's counts, the leading run of `hashes` in chain[0] alone): one pass for both."""
-    first = chain[0].blocks
+    first, pinned = chain[0].blocks, chain[0].pinned
     lead = 0
     for h in hashes:  # the fastest tier's leading run: one membership test per block, the common case
-        if h not in first:
+        if h not in first and h not in pinned:
             break
         lead += 1
     counts = [0] * len(chain)
@@ -113,6 +216,9 @@ def walk(hashes: Sequence[int], chain: Sequence[Tier]) -> tuple[list[int], int]:
         return counts, lead
     tiers = [t.blocks for t in chain]
     for h in islice(hashes, lead, None):
+        if h in pinned:  # in use on the fastest tier (HBM)
+            counts[0] += 1
+            continue
         for i, blocks in enumerate(tiers):
             if h in blocks:
                 counts[i] += 1

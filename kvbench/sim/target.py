@@ -178,8 +178,11 @@ class SimTarget:
         for tier, c in zip(chain[1:], counts[1:]):
             if c:
                 msgs = message_count(self.model, c * pbt, e.block_tokens, self.gran)
-                link = tier.wire() if tier is not c_.pool else c_.pool_link_on(e.node)
-                end = max(end, link.start(t, c * pbt * self.kv_bytes, msgs))
+                if tier is c_.pool and c_.replicas is not None:  # placed copies: the holders' links carry it too
+                    end = max(end, c_.replicas.read(t, hashes, chain[:-1], e.node, e.block_tokens))
+                else:
+                    link = tier.wire() if tier is not c_.pool else c_.pool_link_on(e.node)
+                    end = max(end, link.start(t, c * pbt * self.kv_bytes, msgs))
                 nbytes += c * pbt * self.kv_bytes
                 tier.hit_blocks += c
                 tier.touch(hashes)  # promotion leaves the lower copy, refreshed

@@ -1,0 +1,77 @@
+"""Pool block placement and hot-block replication (`tiers.pool.replicas`, `replicate_hot`): which node's link a read
+uses, what a copy costs and when it serves; hand-computed on 'tcp' links (30 us a message, 15 GB/s)."""
+
+from __future__ import annotations
+
+from support.sim_helpers import pd, run_sim
+
+from kvbench.records import Request
+from kvbench.sim.kvcache import Tier
+from kvbench.sim.replica import PoolReplicas
+from kvbench.sim.transfer import Links
+
+BLOCK = 512 * 131_072  # a 512-token block of Llama-3.1-8B: 67,108,864 B, 4,473,924 ns on the wire at 15 GB/s
+LAT = 32 * 30_000  # one message per layer: 960,000 ns before the wire
+WIRE = 4_473_924
+
+
+def placed(copies: int, hot: int) -> PoolReplicas:
+    pool = Tier("pool", "pool", 100)
+    pool.insert([2])
+    return PoolReplicas(pool, Links(), "tcp", 4, (copies, hot), (512, BLOCK), lambda tokens, paged: 32)
+
+
+def test_the_home_copy_serves_reads_and_a_hot_block_gains_a_copy_that_spreads_them():
+    r = placed(2, 2)
+    assert r.home(2) == 0  # block 2's home store is node 0's
+    # node 1 reads it at 0: over its own link and node 0's, both idle
+    assert r.read(0, [2], [], 1, 16) == LAT + WIRE == 5_433_924
+    # node 2 reads it at 0 too: node 0's link is busy with the first read, so its wire waits
+    assert r.read(0, [2], [], 2, 16) == 5_433_924 + WIRE == 9_907_848
+    # 2 reads: a copy goes from node 0 (the only holder) to node 3 (the idle link), behind node 0's queue
+    assert r.replicated == 1 and r.copies == {2: [(3, 9_907_848 + WIRE)]}
+    assert r.pool.capacity_blocks == 99  # the copy takes a block of the pool
+    # two reads at 20 ms, once the copy has landed: the first takes the home copy, the second the idle copy on node 3
+    t = 20_000_000
+    assert r.read(t, [2], [], 1, 16) == t + LAT + WIRE
+    assert r.read(t, [2], [], 2, 16) == t + LAT + WIRE  # not queued behind the first
+    assert r.remote_reads == 4
+
+
+def test_without_a_copy_concurrent_reads_queue_on_the_home_link():
+    r = placed(1, 2)
+    t = 20_000_000
+    assert r.read(t, [2], [], 1, 16) == t + LAT + WIRE
+    assert r.read(t, [2], [], 2, 16) == t + LAT + 2 * WIRE  # behind the first on node 0's link
+    assert r.replicated == 0 and r.pool.capacity_blocks == 100
+
+
+def test_a_read_on_the_home_node_uses_its_link_once_and_faster_tiers_take_their_blocks():
+    r = placed(2, 0)
+    r.pool.insert([5])
+    hbm = Tier("hbm", "hbm", 10)
+    hbm.insert([5])  # block 5 comes from HBM: the pool serves only block 2
+    assert r.read(0, [2, 5], [hbm], 0, 16) == LAT + WIRE
+    assert r.links.shared[(0, "tcp")].transfers == 1 and r.remote_reads == 0
+
+
+def test_an_evicted_block_loses_its_copies_and_their_capacity():
+    r = placed(2, 1)
+    r.read(0, [2], [], 1, 16)
+    assert r.replicated == 1 and r.pool.capacity_blocks == 99
+    r.pool.fit(0)
+    assert r.copies == {} and r.reads == {} and r.pool.capacity_blocks == 100
+
+
+def test_in_the_simulator_a_pool_load_also_occupies_the_holders_links():
+    # 2P1D, one GPU a node: prefill-0 writes 5 blocks to the pool; prefill-1 (node 1) loads them. Every byte it
+    # loads crosses its own link; those whose home is another node cross that node's link as well
+    tiers = {"pool": {"capacity_tokens": "1M", "link": "tcp", "write_through": True, "replicas": 1}}
+    params = pd(2, 1, gpus_per_node=1, router="round_robin", tiers=tiers)
+    hashes = (1, 2, 3, 4, 5)
+    events, _, t = run_sim(params, [Request(0, 0, 2560, 2, hashes), Request(1, 10**9, 2560, 2, hashes)])
+    r = t.cluster.replicas
+    assert r is not None and r.n_nodes == 3
+    homes = [r.home(h) for h in hashes]
+    load = next(e for e in events if e.req_id == 1 and e.kind == "KV_XFER_START")
+    assert load.nbytes == 5 * BLOCK and r.remote_reads == sum(n != 1 for n in homes)
