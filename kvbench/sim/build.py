@@ -116,6 +116,8 @@ class Cluster:
         for kind_tier in self.write_through:
             tier = kind_tier if kind_tier is self.pool else self.node_tiers[src.node][kind_tier.kind]
             before = tier.inserted
+            if tier is self.pool and self.replicas is not None:
+                self.replicas.wrote(hashes, src.node)  # the blocks it did not hold live on src's node
             tier.insert(hashes)
             new = (tier.inserted - before) * pbt
             if new:

@@ -298,12 +298,14 @@ class Engine:
             chunks.append((job, c))
             budget -= c
         waiting, running, emit = self.waiting, self.running, self.host.emit
+        share = self.hbm.share if self.hbm is not None else None
         while waiting and budget > 0 and len(running) < self.max_running:
             job = waiting[0]
             need = job.ctx + job.prefill_left - job.base
             if not self.chunked and chunks and job.prefill_left > budget:
                 break
-            if not self._fits(need + self.watermark + self.batch * self.kv_per_step):
+            new = need if share is None else need - share.in_use(job)  # blocks in use by others take no room
+            if not self._fits(new + self.watermark + self.batch * self.kv_per_step):
                 break
             waiting.popleft()
             self.take(job, need)

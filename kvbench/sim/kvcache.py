@@ -158,6 +158,14 @@ class InflightShare:
             held.append(h)
         self.upto[job] = n
 
+    def in_use(self, job: Any) -> int:
+        """Tokens of the cached prefix `admit` would share with requests using them (they need no new room)."""
+        if job.parent is not None or not job.ctx:
+            return 0
+        refs, pbt, hashes = self.refs, self.pbt, job.req.hash_ids
+        n = min(job.ctx, job.n_in, len(hashes) * pbt) // pbt
+        return pbt * sum(1 for h in hashes[self.upto.get(job, 0) : n] if h in refs)
+
     def computed(self, job: Any) -> None:
         """A prefill chunk ended: the request's newly complete prompt blocks become shareable (pinned by it)."""
         if job.parent is not None:

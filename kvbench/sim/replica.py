@@ -1,6 +1,7 @@
 """Where the cluster pool's blocks live and which node's link a read of them uses: each block has a home node's store
-(Mooncake Store spreads objects over the nodes' DRAM), and hot blocks are replicated to more nodes' stores
-(Mooncake's hot-block replication) so their reads spread over several nodes' links instead of queuing on one."""
+(the node whose prefill wrote it: Mooncake keeps a prefill's KV in its own node's DRAM), and hot blocks are
+replicated to more nodes' stores (Mooncake's hot-block replication) so their reads spread over several nodes' links
+instead of queuing on one."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ Messages = Callable[[int, int], int]  # (tokens, paged-KV block tokens) -> messa
 
 
 class PoolReplicas:
-    """Copies of the pool's blocks by node. A block's first copy sits on its home node (a fixed hash of the block:
-    spread evenly, like the store's allocator); a read of it leaves over the link of the ready copy's node whose
+    """Copies of the pool's blocks by node. A block's first copy sits on its home node: the node whose prefill
+    wrote it (write-through), else (a block demoted into the pool) a fixed hash of the block; a read of it leaves over the link of the ready copy's node whose
     link frees first (a copy on the reader's own node first), and also occupies the reader's link (one transfer
     for all its pool blocks, as when placement is not modelled). Every `hot_reads` reads a block gains one more copy
     (up to `max_copies`) on the node whose link frees first, copied from the least busy holder: its bytes go over
@@ -31,6 +32,7 @@ class PoolReplicas:
         "block_tokens",
         "block_bytes",
         "messages",
+        "homes",
         "copies",
         "reads",
         "replicated",
@@ -52,13 +54,24 @@ class PoolReplicas:
         # earn one more (0: never)
         self.block_tokens, self.block_bytes = block  # a pool block's tokens and bytes
         self.messages = messages
+        self.homes: dict[int, int] = {}  # hash -> the node that wrote it (the others: hashed)
         self.copies: dict[int, list[tuple[int, int]]] = {}  # hash -> (node, ready_ns) of its copies beyond home
         self.reads: dict[int, int] = {}  # hash -> reads since its last copy (only when replicating)
         self.replicated = 0  # copies made
         self.remote_reads = 0  # blocks read from another node's store
         pool.watch = self
 
+    def wrote(self, hashes: Sequence[int], node: int) -> None:
+        """A prefill on `node` wrote these blocks into the pool: the ones it did not hold live on that node."""
+        homes, pool = self.homes, self.pool.blocks
+        for h in hashes:
+            if h not in pool:
+                homes[h] = node
+
     def home(self, h: int) -> int:
+        node = self.homes.get(h)
+        if node is not None:
+            return node
         # Knuth's multiplicative hash, its high bits scaled to the node count: consecutive ids spread evenly
         return ((h * 2654435761 & 0xFFFFFFFF) * self.n_nodes) >> 32
 
@@ -126,6 +139,7 @@ class PoolReplicas:
         copies, reads, pool = self.copies, self.reads, self.pool
         for h in hashes:
             reads.pop(h, None)
+            self.homes.pop(h, None)
             held = copies.pop(h, None)
             if held:
                 pool.capacity_blocks += len(held)

@@ -18,11 +18,14 @@ A = Request(0, 0, 4 * PBT + 100, 4000, (1, 2, 3, 4, 5))  # 4 full blocks + 100 t
 B = Request(1, 10**9, 4 * PBT + 100, 8000, (1, 2, 3, 4, 9))  # the same 4 blocks, its own 100 tokens
 
 
-def run_probed(params: dict, requests: list[Request], probes: list[int]):
-    """(events, target, probes) with each probe = (engine kv_used, running jobs' contexts, pinned, cached) at a time."""
+def run_probed(params: dict, requests: list[Request], probes: list[int], kv_tokens: int = 0):
+    """(events, target, probes) with each probe = (engine kv_used, running jobs' contexts, pinned, cached) at a time;
+    `kv_tokens` shrinks the engine's KV."""
     d = tempfile.mkdtemp()
     t = SimTarget(TargetSpec("sim", "test", params, ""), RunContext(0, Path(d), EventLog(d)))
     e = t.cluster.engines[0]
+    if kv_tokens:
+        e.kv_total, e.blocks_total, e.watermark = kv_tokens, kv_tokens // e.block_tokens, kv_tokens // 100
     seen: list[tuple[int, dict[int, int], dict[int, int], list[int]]] = []
 
     def probe(_now: int, _arg: object) -> None:
@@ -69,6 +72,21 @@ def test_without_sharing_the_running_requests_blocks_are_not_hit():
     assert first(events, 1, "PREFILL_END").tokens == 4 * PBT + 100
     kv, ctx, pinned, _ = seen[0]
     assert kv == ctx[0] + ctx[1] and pinned == {}
+
+
+def test_a_request_whose_prefix_is_in_use_needs_room_only_for_its_own_tokens():
+    # 4,000 KV tokens (40 kept free): A holds 2,148 + its output. B needs its whole 2,148 tokens unshared (no room
+    # until A has finished), but only its own 100 with A's 4 blocks shared: admitted at once
+    a, b = Request(0, 0, 4 * PBT + 100, 500, A.hash_ids), Request(1, 10**9, 4 * PBT + 100, 500, B.hash_ids)
+    shared, _, _ = run_probed(colocated(1, engine={"share_inflight": True}), [a, b], [], kv_tokens=4000)
+    alone, _, _ = run_probed(colocated(1), [a, b], [], kv_tokens=4000)
+    assert first(shared, 1, "PREFILL_START").t_ns < first(shared, 0, "FINISH").t_ns
+    assert first(alone, 1, "PREFILL_START").t_ns >= first(alone, 0, "FINISH").t_ns
+    # unshared, the prefix lookup on arrival found A's blocks in use: B computes its whole prompt after waiting
+    assert (first(alone, 1, "PREFILL_START").cached_tokens, first(shared, 1, "PREFILL_START").cached_tokens) == (
+        0,
+        2048,
+    )
 
 
 def test_sharing_ends_with_no_kv_in_use_and_nothing_pinned_under_preemption():

@@ -63,15 +63,20 @@ def test_an_evicted_block_loses_its_copies_and_their_capacity():
     assert r.copies == {} and r.reads == {} and r.pool.capacity_blocks == 100
 
 
-def test_in_the_simulator_a_pool_load_also_occupies_the_holders_links():
-    # 2P1D, one GPU a node: prefill-0 writes 5 blocks to the pool; prefill-1 (node 1) loads them. Every byte it
-    # loads crosses its own link; those whose home is another node cross that node's link as well
+def test_in_the_simulator_a_pool_load_also_crosses_the_writers_link():
+    # 2P1D, one GPU a node, pool over 'tcp': prefill-0 (node 0) writes the 5 blocks of request 0, so they live on
+    # node 0; request 1 on prefill-1 (node 1) loads them 1 s later: 5 blocks = 335,544,320 B = 22,369,621 ns on
+    # the wire after 960,000 ns, over node 1's link and node 0's, both idle by then
     tiers = {"pool": {"capacity_tokens": "1M", "link": "tcp", "write_through": True, "replicas": 1}}
     params = pd(2, 1, gpus_per_node=1, router="round_robin", tiers=tiers)
     hashes = (1, 2, 3, 4, 5)
     events, _, t = run_sim(params, [Request(0, 0, 2560, 2, hashes), Request(1, 10**9, 2560, 2, hashes)])
     r = t.cluster.replicas
-    assert r is not None and r.n_nodes == 3
-    homes = [r.home(h) for h in hashes]
-    load = next(e for e in events if e.req_id == 1 and e.kind == "KV_XFER_START")
-    assert load.nbytes == 5 * BLOCK and r.remote_reads == sum(n != 1 for n in homes)
+    assert r is not None and r.n_nodes == 3 and [r.home(h) for h in hashes] == [0] * 5
+    start = next(e for e in events if e.req_id == 1 and e.kind == "KV_XFER_START")
+    end = next(e for e in events if e.req_id == 1 and e.kind == "KV_XFER_END")
+    assert start.nbytes == 5 * BLOCK and end.t_ns - start.t_ns == 960_000 + 22_369_621
+    node0, node1 = t.cluster.links.shared[(0, "tcp")], t.cluster.links.shared[(1, "tcp")]
+    assert (node0.transfers, node0.bytes_moved) == (2, 10 * BLOCK)  # the write, then the read
+    assert (node1.transfers, node1.bytes_moved) == (1, 5 * BLOCK)  # the read
+    assert r.remote_reads == 5
