@@ -144,8 +144,7 @@ class InflightShare:
         if job.parent is not None or not job.ctx:
             return
         refs, blocks, pbt = self.refs, self.tier.blocks, self.pbt
-        hashes = job.req.hash_ids
-        n = min(job.ctx, job.n_in, len(hashes) * pbt) // pbt
+        hashes, n = job.req.hash_ids, self._full(job)
         held = self.held.setdefault(job, [])
         for h in hashes[self.upto.get(job, 0) : n]:
             r = refs.get(h, 0)
@@ -158,20 +157,22 @@ class InflightShare:
             held.append(h)
         self.upto[job] = n
 
+    def _full(self, job: Any) -> int:
+        """Full prompt blocks in the request's KV so far (a partial last block is never shared)."""
+        return min(job.ctx, job.n_in, len(job.req.hash_ids) * self.pbt) // self.pbt
+
     def in_use(self, job: Any) -> int:
         """Tokens of the cached prefix `admit` would share with requests using them (they need no new room)."""
         if job.parent is not None or not job.ctx:
             return 0
-        refs, pbt, hashes = self.refs, self.pbt, job.req.hash_ids
-        n = min(job.ctx, job.n_in, len(hashes) * pbt) // pbt
-        return pbt * sum(1 for h in hashes[self.upto.get(job, 0) : n] if h in refs)
+        refs, hashes = self.refs, job.req.hash_ids
+        return self.pbt * sum(1 for h in hashes[self.upto.get(job, 0) : self._full(job)] if h in refs)
 
     def computed(self, job: Any) -> None:
         """A prefill chunk ended: the request's newly complete prompt blocks become shareable (pinned by it)."""
         if job.parent is not None:
             return
-        pbt, hashes = self.pbt, job.req.hash_ids
-        n = min(job.ctx, job.n_in, len(hashes) * pbt) // pbt
+        hashes, n = job.req.hash_ids, self._full(job)
         start = self.upto.get(job, 0)
         if n <= start:
             return
