@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from support.sim_helpers import colocated
+from support.sim_helpers import colocated, run_sim
 
 from kvbench.eventlog import EventLog
 from kvbench.records import Event, Request
@@ -104,3 +104,19 @@ def test_sharing_ends_with_no_kv_in_use_and_nothing_pinned_under_preemption():
     assert e.kv_used == 0 and e.hbm.pinned == {}
     assert e.hbm.share.held == {} and e.hbm.share.upto == {}
     assert e.hbm.share.shared_hits > 0
+
+
+def test_blocks_are_shareable_as_soon_as_their_prefill_chunk_is_computed():
+    # A's 16,484-token prompt takes 3 chunks of the 8,192-token budget; B (the same first 16 blocks, then its own)
+    # arrives 1 ns after A's first chunk: it hits the 16 blocks (8,192 tokens) that chunk computed
+    hashes = tuple(range(1, 34))
+    a = Request(0, 0, 32 * PBT + 100, 10, hashes)
+    _, steps, _ = run_sim(colocated(1, engine={"share_inflight": True}), [a])
+    t1 = steps[0][2]  # end of the first step (name, t0, t1, ...)
+    assert steps[0][5] == 8192
+    b = Request(1, t1 + 1, 16 * PBT + 100, 10, (*hashes[:16], 99))
+    events, _, _ = run_sim(colocated(1, engine={"share_inflight": True}), [a, b])
+    assert first(events, 1, "PREFILL_START").cached_tokens == 8192
+    assert first(events, 1, "PREFILL_START").t_ns < first(events, 0, "PREFILL_END").t_ns  # A still prefilling
+    unshared, _, _ = run_sim(colocated(1), [a, b])
+    assert first(unshared, 1, "PREFILL_START").cached_tokens == 0
