@@ -3,9 +3,12 @@ uses, what a copy costs and when it serves; hand-computed on 'tcp' links (30 us 
 
 from __future__ import annotations
 
+import pytest
 from support.sim_helpers import pd, run_sim
 
+from kvbench.config import ConfigError
 from kvbench.records import Request
+from kvbench.sim.cluster import parse_cluster
 from kvbench.sim.kvcache import Tier
 from kvbench.sim.replica import PoolReplicas
 from kvbench.sim.transfer import Links
@@ -80,3 +83,13 @@ def test_in_the_simulator_a_pool_load_also_crosses_the_writers_link():
     assert (node0.transfers, node0.bytes_moved) == (2, 10 * BLOCK)  # the write, then the read
     assert (node1.transfers, node1.bytes_moved) == (1, 5 * BLOCK)  # the read
     assert r.remote_reads == 5
+
+
+def test_replicas_are_keys_of_the_pool_tier_only():
+    bad = pd(1, 1, tiers={"dram": {"capacity_tokens": "1M", "link": "pcie5", "replicas": 2}})
+    with pytest.raises(ConfigError, match="tiers.dram: replicas and replicate_hot are keys of tiers.pool"):
+        parse_cluster(bad, "")
+    with pytest.raises(ConfigError, match="replicate_hot"):
+        parse_cluster(pd(1, 1, tiers={"pool": {"capacity_tokens": "1M", "link": "tcp", "replicate_hot": -1}}), "")
+    good = parse_cluster(pd(1, 1, tiers={"pool": {"capacity_tokens": "1M", "link": "tcp", "replicas": 3}}), "")
+    assert [(tc.replicas, tc.replicate_hot) for tc in good.tiers] == [(3, 0)]
