@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from support.cli import kvbench
 from support.ray_cluster import local_cluster
 from support.serve_proc import start_serve
 
@@ -130,3 +131,12 @@ def test_ray_with_a_sim_target_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"--ray runs the load generators of a real endpoint; target 'pd-2p2d'"):
         execute_on_ray(workload(), resolve("sim"), RunOptions(out=tmp_path / "r", workers=2), "auto")
     assert not (tmp_path / "r").exists()  # refused before anything ran or was written
+
+
+def test_cli_ray_with_a_sim_target_is_one_line_exit_2(tmp_path):
+    trace = Path(__file__).resolve().parents[1] / "traces" / "kimi-sample.jsonl"
+    out = tmp_path / "r"
+    r = kvbench("replay", "--trace", str(trace), "--target", "sim", "--workers", "2", "--ray", "auto", "-o", str(out))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
+    assert "--ray runs the load generators of a real endpoint; target 'pd-2p2d' (sim) runs in virtual time" in r.stderr
+    assert not out.exists()
