@@ -84,6 +84,7 @@ def execute_on_ray(
         )
     leave = connect(address)
     try:
+        _check_cpus(opts.workers, address)
         return execute(workload, spec, opts, sharder=partial(on_ray, address=address, shared_dir=shared_dir))
     finally:
         leave()
@@ -101,7 +102,6 @@ def on_ray(
     """The sharder of execute_on_ray: place the actors, measure their clocks, release them against one t0."""
     import ray
 
-    _check_cpus(opts.workers, address)
     reqs = tuple(workload.requests())
     job = ray.put(Job(replace(workload, make=partial(iter, reqs)), spec, reg, opts))
     flag: Any = ray.remote(num_cpus=0)(StopFlag).remote()  # handles: Ray's stubs type their methods as plain ones

@@ -127,6 +127,13 @@ def test_ctrl_c_on_the_driver_cancels_the_actors_and_keeps_what_they_logged(tmp_
     assert [w for w, _ in last] == [0, 1] and abs(last[0][1] - last[1][1]) < 2_000 * MS and last[0][1] < 50_000 * MS
 
 
+@pytest.mark.ray
+def test_more_workers_than_the_cluster_has_cpus_is_refused_before_the_run(tmp_path, cluster, server):
+    with pytest.raises(ConfigError, match=r"^--workers 3 needs 3 CPUs on the Ray cluster \(auto\); it has 2$"):
+        execute_on_ray(workload(), resolve(server), RunOptions(out=tmp_path / "r", workers=3), "auto")
+    assert not (tmp_path / "r").exists()
+
+
 def test_ray_with_a_sim_target_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"--ray runs the load generators of a real endpoint; target 'pd-2p2d'"):
         execute_on_ray(workload(), resolve("sim"), RunOptions(out=tmp_path / "r", workers=2), "auto")
