@@ -108,7 +108,7 @@ def on_ray(
     actor = ray.remote(num_cpus=1, scheduling_strategy="SPREAD", max_restarts=0)(ShardActor)
     actors: list[Any] = [actor.remote() for _ in range(opts.workers)]
     try:
-        places = ray.get([a.load.remote(job) for a in actors], timeout=READY_TIMEOUT_S)
+        places = _placed(actors, job, address)
         clocks = [measure_clock(a) for a in actors]
         t0_ns = time.monotonic_ns() + START_MARGIN_NS
         run_key = f"{run_dir.resolve()}|{t0_ns}"  # what a local run's workers would all salt their prompts with
@@ -134,6 +134,16 @@ def _worker_entry(k: int, place: dict[str, str], clock: Clock, done: Done | None
         entry["files"] = "shared directory" if done.shared else "object store"
         entry["start_slack_ns"] = t0_ns + clock.offset_ns - done.begun_ns
     return entry
+
+
+def _placed(actors: list[Any], job: Any, address: str) -> list[dict[str, str]]:
+    """Where each actor runs, once all hold the job; a cluster that cannot place them all in time is an error."""
+    import ray
+
+    try:
+        return ray.get([a.load.remote(job) for a in actors], timeout=READY_TIMEOUT_S)
+    except ray.exceptions.GetTimeoutError:
+        raise ConfigError(f"--ray {address}: {len(actors)} actors not started within {READY_TIMEOUT_S} s") from None
 
 
 def _check_cpus(workers: int, address: str) -> None:
