@@ -249,11 +249,11 @@ class ShardActor:
         j = self.job
         # Ctrl-C's path (asyncio.Runner cancels the run) needs SIGINT at Python's default, whatever Ray inherited.
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        ended = threading.Event()
-        threading.Thread(target=_interrupt_on, args=(stop[0], ended), daemon=True).start()
         shared = run_id is not None and _sees(Path(run_dir), run_id)
         with tempfile.TemporaryDirectory(prefix="kvbench-shard-") as tmp:
             into = Path(run_dir) if shared else Path(tmp)
+            ended = threading.Event()  # the interrupting thread starts last: run_shard is what it interrupts
+            threading.Thread(target=_interrupt_on, args=(stop[0], ended), daemon=True).start()
             shard = run_shard(j.workload, j.spec, j.reg, j.opts, into, k, t0_ns, run_key)
             ended.set()
             return Done(shard, {} if shared else files_of(into), begun, shared)
