@@ -6,7 +6,8 @@ with its own target, replayer and event-log part files (`w00k-*.parquet`); CLOCK
 one t0 puts every worker's t_ns on the same axis. The parent prepares the target once (for an endpoint: probe
 the model and calibrate), forks, gathers the workers' counts and client lags, and writes the single run.json.
 Fork (not spawn) lets each worker rebuild the workload stream from the same `Workload` object, whatever its
-source and shaping, without a picklable description of it.
+source and shaping, without a picklable description of it. A `Sharder` runs the same worker function (run_shard)
+elsewhere: kvbench.run_ray places the workers as Ray actors on other hosts.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -55,6 +56,21 @@ class RunOptions:
     overwrite: bool = False  # replace a run already in `out` (else a non-empty `out` is refused)
     closed: bool = False  # closed loop: `concurrency` users, each sending its next request when its answer ends
     think_s: float = 0.0  # closed loop: a user's pause between an answer and its next request
+
+
+@dataclass
+class Sharded:
+    """How a sharded run went: summed counts, the workers' errors, the t0 they released against (on the driver's
+    clock) and what this way of running adds to run.json."""
+
+    stats: ReplayStats
+    errors: list[str]
+    t0_ns: int
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+Sharder = Callable[[Workload, TargetSpec, Registration, RunOptions, Path], Sharded]
+Shard = tuple[dict[str, Any], str | None]  # a worker's counts (ReplayStats as a dict) and its error, if any
 
 
 def run_id_for(workload: Workload, spec: TargetSpec) -> str:
@@ -103,9 +119,12 @@ def execute(
     opts: RunOptions,
     progress: Callable[[ReplayStats], None] | None = None,
     watch: Callable[[Event], None] | None = None,
+    sharder: Sharder | None = None,
 ) -> tuple[Path, ReplayStats]:
     """Replay `workload` against the target `spec`; returns the run directory and the final (summed) counts.
     `progress` is called with the counts as the run goes and `watch` with every event (in-process runs only).
+    `sharder`: how the worker shards run (default: `opts.workers` forked processes, or this process for one);
+    given, it runs them for any number of workers (kvbench.run_ray places them on a Ray cluster).
     However the run ends, run.json says how (complete, interrupted, failed with a one-line `error`); a full disk
     is an OSError naming the run."""
     reg = registration(spec.kind)
@@ -121,14 +140,15 @@ def execute(
     stats, t0 = ReplayStats(status="failed"), time.monotonic_ns()
     errors: list[str] = []
     try:
-        if opts.workers == 1:
+        if opts.workers == 1 and sharder is None:
             log = _open_log(run_dir, reg, 0, 1)
             t0 = time.monotonic_ns()
             ctx = RunContext(opts.seed, run_dir, log, t0)
             _replay(log, workload, spec, reg, opts, ctx, stats, progress, watch)
         else:
-            t0 = time.monotonic_ns() + START_MARGIN_NS
-            stats, errors = _sharded(workload, spec, reg, opts, run_dir, t0)
+            sharded = (sharder or _forked)(workload, spec, reg, opts, run_dir)
+            stats, errors, t0 = sharded.stats, sharded.errors, sharded.t0_ns
+            manifest.update(sharded.manifest)
     except BaseException as e:
         stats.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         errors += [] if isinstance(e, KeyboardInterrupt) else [_reason(e, run_dir)]
@@ -138,7 +158,7 @@ def execute(
         raise told from None
     finally:
         manifest.update(_ending(stats, errors, t0, spec))
-        if opts.workers > 1:
+        if opts.workers > 1 or sharder is not None:
             manifest["worker_errors"] = errors
         if reg.realtime:  # real clients can fall behind the schedule: check and flag it
             manifest.update(client_lag(stats.send_lags_ns, spec.params, stats.opening_lags_ns if opts.closed else None))
@@ -246,25 +266,24 @@ def _share(concurrency: int | None, k: int, n: int) -> int | None:
     return None if concurrency is None else concurrency // n + (1 if k < concurrency % n else 0)
 
 
-def _sharded(
-    workload: Workload, spec: TargetSpec, reg: Registration, opts: RunOptions, run_dir: Path, t0_ns: int
-) -> tuple[ReplayStats, list[str]]:
-    """Fork the workers, wait for them; their summed counts, gathered client lags and error messages."""
+def _forked(workload: Workload, spec: TargetSpec, reg: Registration, opts: RunOptions, run_dir: Path) -> Sharded:
+    """The default sharder: `opts.workers` forked processes of this host, one t0 START_MARGIN_NS from now."""
+    t0_ns = time.monotonic_ns() + START_MARGIN_NS
     mp = multiprocessing.get_context("fork")
     conns: list[Connection] = []
     procs: list[BaseProcess] = []
     for k in range(opts.workers):
         recv, send = mp.Pipe(duplex=False)
-        args = (workload, spec, reg, opts, run_dir, k, t0_ns, send)
+        args = (send, workload, spec, reg, opts, run_dir, k, t0_ns)
         proc = mp.Process(target=_worker, args=args)  # type: ignore[attr-defined]
         proc.start()
         send.close()
         conns.append(recv)
         procs.append(proc)
-    return _collect(conns, procs)
+    return Sharded(*_collect(conns, procs), t0_ns)
 
 
-def _worker(
+def run_shard(
     workload: Workload,
     spec: TargetSpec,
     reg: Registration,
@@ -272,29 +291,46 @@ def _worker(
     run_dir: Path,
     k: int,
     t0_ns: int,
-    conn: Connection,
-) -> None:
+    run_key: str = "",
+) -> Shard:
+    """Worker k's part of a sharded run (in a forked child or a Ray actor): its event-log part files go to
+    `run_dir`, its times are from `t0_ns` on this process's clock; returns its counts and error. `run_key`: see
+    RunContext (a Ray actor's directory and t0 are its own)."""
     stats, error = ReplayStats(status="failed"), None
     try:
         log = _open_log(run_dir, reg, k, opts.workers)
-        ctx = RunContext(opts.seed, run_dir, log, t0_ns, worker=k, workers=opts.workers)
+        ctx = RunContext(opts.seed, run_dir, log, t0_ns, worker=k, workers=opts.workers, run_key=run_key)
         _replay(log, workload, spec, reg, opts, ctx, stats)
     except KeyboardInterrupt:
         stats.status = "interrupted"
     except Exception as e:
         error = f"worker {k}: {type(e).__name__}: {e}"
+    return asdict(stats), error
+
+
+def _worker(conn: Connection, *args: Any) -> None:
+    """A forked worker: run_shard(*args), its counts and error sent back through `conn`."""
+    try:
+        conn.send(run_shard(*args))
     finally:
-        conn.send((asdict(stats), error))
         conn.close()
 
 
 def _collect(conns: list[Connection], procs: list[BaseProcess]) -> tuple[ReplayStats, list[str]]:
-    total, errors, worst = ReplayStats(status="complete"), [], "complete"
+    shards: list[Shard] = []
     for k, (conn, proc) in enumerate(zip(conns, procs)):
         try:
-            st, err = _recv(conn)
+            shards.append(_recv(conn))
         except (EOFError, OSError):
-            st, err = asdict(ReplayStats(status="failed")), f"worker {k} died (exit code {proc.exitcode})"
+            shards.append((asdict(ReplayStats(status="failed")), f"worker {k} died (exit code {proc.exitcode})"))
+        proc.join()
+    return combine(shards)
+
+
+def combine(shards: list[Shard]) -> tuple[ReplayStats, list[str]]:
+    """The workers' summed counts and gathered client lags, the worst status of any, and their errors."""
+    total, errors, worst = ReplayStats(status="complete"), [], "complete"
+    for st, err in shards:
         for key in _COUNTS:
             setattr(total, key, getattr(total, key) + st[key])
         total.last_t_ns = max(total.last_t_ns, st["last_t_ns"])
@@ -303,7 +339,6 @@ def _collect(conns: list[Connection], procs: list[BaseProcess]) -> tuple[ReplayS
         worst = max(worst, st["status"] if st["status"] in _STATUS_RANK else "failed", key=_STATUS_RANK.__getitem__)
         if err:
             errors.append(err)
-        proc.join()
     total.status = worst
     return total, errors
 

@@ -57,6 +57,9 @@ class RunContext:
     t0_ns: int = 0  # time.monotonic_ns() at run start: real-time targets measure t_ns from it
     worker: int = 0
     workers: int = 1
+    # What names the run alike in every worker (e.g. a prompt salt); "" means run_dir|t0_ns, which workers on other
+    # hosts do not share: their t0_ns is on their own clock and they log into a directory of their own.
+    run_key: str = ""
 
 
 def as_is(spec: TargetSpec) -> TargetSpec:

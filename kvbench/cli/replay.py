@@ -42,6 +42,16 @@ Workers = Annotated[
     int,
     typer.Option("--workers", help="Shard sessions over N processes (real endpoints only).", rich_help_panel=TARGET),
 ]
+Ray = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="auto|ADDRESS",
+        help="Run the --workers shards as Ray actors spread over the cluster's nodes: 'auto' (a running cluster, "
+        "else a local one) or a cluster address (real endpoints only; needs the extra kvbench\\[ray]).",
+        rich_help_panel=TARGET,
+    ),
+]
 TimeScale = Annotated[
     float,
     typer.Option(
@@ -83,6 +93,7 @@ def replay(
     model: o.Model = None,
     set_: Overrides = None,
     workers: Workers = 1,
+    ray: Ray = None,
     time_scale: TimeScale = 1.0,
     rate: o.Rate = None,
     burstiness: o.Burstiness = 1.0,
@@ -139,6 +150,7 @@ def replay(
         max_requests=max_requests,
         slo=parsed_slo,
         workers=workers,
+        ray=ray,
         quiet=quiet,
         result=result,
     )

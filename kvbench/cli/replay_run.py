@@ -45,6 +45,7 @@ def replay_command(
     workers: int,
     quiet: bool,
     result: ResultOptions,
+    ray: str | None = None,
 ) -> int:
     if out is not None:
         check_out(out, overwrite)  # before reading the trace: a taken --out is known at once
@@ -55,7 +56,11 @@ def replay_command(
         wl = replace(wl, slo_ms={**wl.slo_ms, **slo.as_ms()})
     spec = _target(target, overrides, model)
     opts = RunOptions(seed, timing.concurrency, out, workers, overwrite, timing.closed, timing.think_s)
-    if quiet or workers != 1:  # worker processes report their counts at the end only
+    if ray is not None:
+        from kvbench.run_ray import execute_on_ray
+
+        run_dir, stats = execute_on_ray(wl, spec, opts, ray)
+    elif quiet or workers != 1:  # worker processes report their counts at the end only
         run_dir, stats = execute(wl, spec, opts)
     else:
         run_dir, stats = _execute_with_progress(wl, spec, opts, None if dataset is None else dataset.num_prompts)

@@ -60,7 +60,7 @@ def prepared_spec(spec: TargetSpec) -> TargetSpec:
 
 def run_salt(ctx: RunContext) -> str:
     """Per-run salt: the run directory and start instant (shared by all workers of the run)."""
-    return hashlib.sha256(f"{ctx.run_dir.resolve()}|{ctx.t0_ns}".encode()).hexdigest()[:12]
+    return hashlib.sha256((ctx.run_key or f"{ctx.run_dir.resolve()}|{ctx.t0_ns}").encode()).hexdigest()[:12]
 
 
 class OpenAITarget:

@@ -10,13 +10,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kvbench.config import ConfigError
+from kvbench.raycluster import Files, connect, files_of, put_files
 
 if TYPE_CHECKING:
     from kvbench.plan.progress import Counts
 
 J = TypeVar("J")
-Files = dict[str, bytes]  # path relative to the task's directory -> content
 Task = Callable[[Any, Path], dict[str, Any]]  # runs a job into a directory, returns its row
 
 
@@ -25,7 +24,7 @@ def in_scratch(task: Task, job: Any, name: str) -> tuple[dict[str, Any], Files]:
     with tempfile.TemporaryDirectory(prefix="kvbench-task-") as tmp:
         out = Path(tmp) / name
         row = task(job, out)
-        files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        files = files_of(out)
     return row, files
 
 
@@ -33,26 +32,7 @@ def write_files(out: Path, files: Files) -> None:
     """A task's files under its directory on the driver, replacing what an earlier attempt left."""
     if out.exists():
         shutil.rmtree(out)
-    for rel, blob in files.items():
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(blob)
-
-
-def connect(address: str) -> Callable[[], None]:
-    """Join the Ray cluster at `address` ('auto': the running one, else a new local one without the dashboard)
-    unless this process already has; returns how to leave it again (nothing when it was joined before)."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--ray needs Ray: pip install 'kvbench[ray]'") from None
-    if ray.is_initialized():
-        return lambda: None
-    try:
-        ray.init(address=None if address == "auto" else address, include_dashboard=False, log_to_driver=False)
-    except (ConnectionError, ValueError, RuntimeError) as e:
-        raise ConfigError(f"--ray {address}: cannot reach a Ray cluster: {str(e).splitlines()[0]}") from None
-    return ray.shutdown
+    put_files(out, files)
 
 
 def run_on_ray(

@@ -3,11 +3,11 @@ points give the same sweep.parquet as the local process pool, and every point's 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.ray_cluster import local_cluster
 
 from kvbench.plan.sweep import run_sweep
 from kvbench.plan.sweepspec import load_sweep
@@ -28,14 +28,8 @@ rate = [4.0, 8.0]
 
 @pytest.fixture(scope="module")
 def cluster():
-    # On Linux Ray binds its processes to the host's network address; with this (read when ray is imported, and
-    # inherited by the processes ray.init starts) it keeps the whole cluster on 127.0.0.1.
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray = pytest.importorskip("ray")  # the extra kvbench[ray]; the test extra installs it, so CI runs this
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
-    yield
-    ray.shutdown()
+    with local_cluster(num_cpus=2):
+        yield
 
 
 def _files(out: Path) -> list[str]:
