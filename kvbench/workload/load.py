@@ -14,6 +14,7 @@ from kvbench.workload.build import build, for_trace, retimed
 from kvbench.workload.inputs import find_workload
 from kvbench.workload.spec import load_spec
 from kvbench.workload.stream import MAX_RATE_PER_S, MIN_RATE_PER_S, Workload, finite, require_requests, shape
+from kvbench.workload.tokens import Tokenizer
 
 __all__ = [
     "Workload",
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-def from_trace(path: str | Path, seed: int = 0, tokenizer: str = "") -> Workload:
+def from_trace(path: str | Path, seed: int = 0, tokenizer: Tokenizer = "") -> Workload:
     """A trace file replayed as recorded. The format is chosen from the file's first bytes (see build.detect_format);
     files without timestamps (ShareGPT, length CSVs) get Poisson arrivals at 1 req/s from `seed`. `tokenizer`: a
     tokenizer.json counting a text trace's tokens (else ceil(characters / 4))."""
@@ -40,7 +41,7 @@ def select(
     workload: str | None,
     seed: int = 0,
     overrides: tuple[str, ...] = (),
-    tokenizer: str = "",
+    tokenizer: Tokenizer = "",
 ) -> Workload:
     """The workload named by --trace FILE or --workload NAME|FILE (exactly one of them); `overrides`: KEY=VALUE
     settings of the workload spec's keys; `tokenizer`: --tokenizer, a tokenizer.json for text traces."""
