@@ -320,6 +320,7 @@ class Pool:
         self.port = u.port or (443 if self.tls else 80)
         self.connect_timeout_s = connect_timeout_s
         self.idle: list[Connection] = []
+        self.limit = limit
         self.sem = asyncio.Semaphore(limit) if limit else None
         self.ssl = ssl.create_default_context() if self.tls else None
 
@@ -344,6 +345,23 @@ class Pool:
             raise StreamFault("connect", f"{self.authority()}: {e.strerror or e}") from None
         conn.pool = self
         return conn
+
+    async def warm(self, n: int, timeout_s: float) -> int:
+        """Open up to `n` connections at once (fewer under a cap), waiting at most `timeout_s`, and keep those
+        opened as idle: the first requests then find a connection ready. A connection that failed or was not
+        ready in time is left to the request that needs it (its SEND then records connect_ns). Returns how many
+        are idle."""
+        n = min(n, self.limit) if self.limit else n
+        if n <= 0 or timeout_s <= 0:
+            return 0
+        tasks = [asyncio.ensure_future(self._connect()) for _ in range(n)]
+        done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        opened = [t.result() for t in done if not t.cancelled() and t.exception() is None]
+        self.idle.extend(opened)
+        return len(opened)
 
     def start_idle(self, payload: bytes, sink: Sink) -> tuple[Connection, asyncio.Future] | None:
         """Write the request now on an idle keep-alive connection, without waiting for the loop (the caller then
