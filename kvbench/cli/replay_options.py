@@ -56,7 +56,8 @@ Concurrency = Annotated[
         "--max-concurrency",
         "-c",
         help="At most N requests in flight; a request due while all N are taken waits for a slot. With "
-        "--request-rate inf this is a closed loop of N users (as vLLM's).",
+        "--request-rate inf, or on a workload whose requests are all due at once, this is a closed loop of N users "
+        "(as vLLM's), recorded and judged as one.",
         show_default="no cap",
         rich_help_panel=TIMING,
     ),

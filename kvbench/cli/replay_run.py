@@ -58,6 +58,8 @@ def replay_command(
     load.require_requests(wl)
     if slo:
         wl = replace(wl, slo_ms={**wl.slo_ms, **slo.as_ms()})
+    if timing.concurrency is not None and not timing.closed and load.all_at_once(wl):
+        timing = replace(timing, closed=True)  # N at a time from one instant: the closed loop of vLLM's inf rate
     opts = RunOptions(seed, timing.concurrency, out, workers, overwrite, timing.closed, timing.think_s)
     if quiet or workers != 1:  # worker processes report their counts at the end only
         run_dir, stats = execute(wl, spec, opts)

@@ -18,6 +18,7 @@ from kvbench.workload.tokens import Tokenizer
 
 __all__ = [
     "Workload",
+    "all_at_once",
     "find_workload",
     "from_trace",
     "request_arrivals",
@@ -95,3 +96,15 @@ def session_starts(w: Workload) -> tuple[int, int]:
             seen.add(r.session_id)
             starts += 1
     return starts, requests
+
+
+def all_at_once(w: Workload) -> bool:
+    """Every request is due at the same instant (one pass, stopping at the first that is not): under a cap of N
+    in flight such a workload is a closed loop of N users, whatever the cap was meant as."""
+    first = None
+    for r in w.requests():
+        if first is None:
+            first = r.arrival_ns
+        elif r.arrival_ns != first:
+            return False
+    return first is not None
