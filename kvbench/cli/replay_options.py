@@ -155,7 +155,7 @@ Tokenizer = Annotated[
     typer.Option(
         "--tokenizer",
         help="A tokenizer.json (or its folder) counting the tokens of text workloads (ShareGPT); needs the "
-        "`tokenizers` package (pip install 'kvbench[tokens]'). `server`: the HTTP target's /tokenize (llama-server, "
+        "`tokenizers` package (pip install 'kvbench\\[tokens]'). `server`: the HTTP target's /tokenize (llama-server, "
         "vLLM), asked before the run starts; the estimate, with a warning, if it has none.",
         show_default="ceil(characters / 4), recorded as an estimate in run.json",
         rich_help_panel=WORKLOAD,

@@ -64,7 +64,7 @@ def request_arrivals(rate: float, burstiness: float = 1.0) -> ArrivalSpec:
     1) or Gamma with shape `burstiness`."""
     if rate == float("inf"):
         return ArrivalSpec("at-once")
-    finite("--rate", rate, MIN_RATE_PER_S, MAX_RATE_PER_S)  # --request-rate is the same option
+    finite("--rate (--request-rate)", rate, MIN_RATE_PER_S, MAX_RATE_PER_S)  # one option, two names
     finite("--burstiness", burstiness, 0.0, 1e6, low_open=True)
     return ArrivalSpec("poisson", rate) if burstiness == 1.0 else ArrivalSpec("gamma", rate, burstiness)
 
