@@ -19,9 +19,10 @@ from heapq import heappop, heappush
 import orjson
 
 from kvbench.config import ConfigError
-from kvbench.http.conn import Connection, Pool, request_head
+from kvbench.http.conn import Connection, request_head
 from kvbench.http.faults import StreamFault, classify, classify_status, one_line
 from kvbench.http.followup import Tried, next_step
+from kvbench.http.pool import Pool
 from kvbench.http.probe import auth_headers, prepare
 from kvbench.http.profile import EndpointProfile, load_profile
 from kvbench.http.prompts import PromptBuilder
