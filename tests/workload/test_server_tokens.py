@@ -3,7 +3,9 @@ tokenizer is whitespace words), asked before the run; the estimate, with a warni
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 
 import duckdb
 import pytest
@@ -99,3 +101,41 @@ def test_server_tokenizer_needs_an_http_target(tmp_path):
     data = _chat(tmp_path, [1])
     r = kvbench("replay", "--trace", str(data), "-t", "sim", "--tokenizer", "server", "-o", str(tmp_path / "r"))
     assert r.returncode != 0 and "--tokenizer server counts with an HTTP target's /tokenize" in r.stderr
+
+
+class _VllmTokenize(http.server.BaseHTTPRequestHandler):
+    """vLLM's /tokenize as its API documents it: `prompt` required (400 without it), whitespace words as tokens."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.bodies.append(body)  # type: ignore[attr-defined]
+        if not isinstance(body.get("prompt"), str):
+            status, out = 400, {"object": "error", "message": "Field required: prompt"}
+        else:
+            words = body["prompt"].split()
+            status, out = 200, {"count": len(words), "tokens": list(range(len(words))), "max_model_len": 4096}
+        data = json.dumps(out).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_vllm_shaped_tokenize_is_asked_with_prompt_and_model():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _VllmTokenize)
+    srv.bodies = []  # type: ignore[attr-defined]
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/tokenize"
+        ep = probe(url, {"Authorization": "Bearer k"}, "m")
+        assert isinstance(ep, TokenizeEndpoint) and ep.shape == "vllm"
+        assert count_all(ep, ["a b c"]) == {"a b c": 3}
+    finally:
+        srv.shutdown()
+    first, *_, last = srv.bodies  # type: ignore[attr-defined]
+    assert "prompt" not in first  # the llama.cpp body first, refused with 400
+    assert last == {"prompt": "a b c", "add_special_tokens": False, "model": "m"}
