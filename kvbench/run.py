@@ -41,7 +41,9 @@ from kvbench.units import NS_PER_MS, s_to_ns
 from kvbench.version import __version__
 from kvbench.workload.load import Workload
 
-START_MARGIN_NS = 200 * NS_PER_MS  # a sharded run's t0 is this far after the fork, so every worker is ready at t = 0
+# A real-time run's t0 is this far ahead (of the fork, when sharded): every worker is ready and its connections
+# open at t = 0.
+START_MARGIN_NS = 200 * NS_PER_MS
 _STATUS_RANK = {"complete": 0, "interrupted": 1, "failed": 2}
 _COUNTS = ("submitted", "finished", "errors", "rejected", "cancelled", "events")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -142,7 +144,7 @@ def execute(
     try:
         if opts.workers == 1 and sharder is None:
             log = _open_log(run_dir, reg, 0, 1)
-            t0 = time.monotonic_ns()
+            t0 = time.monotonic_ns() + (START_MARGIN_NS if reg.realtime else 0)  # a real target warms up first
             ctx = RunContext(opts.seed, run_dir, log, t0)
             _replay(log, workload, spec, reg, opts, ctx, stats, progress, watch)
         else:

@@ -5,6 +5,9 @@ stores the same subsample, so a baseline summary file compares like a run direct
 replacement of that subsample give the statistic's bootstrap deviations; with m values kept out of n, deviations
 are scaled by sqrt(m / n) (the m-out-of-n bootstrap: statistics' spread shrinks as 1/sqrt(n)). The interval of
 the difference is the point difference plus the LEVEL central interval of (candidate - baseline) deviations.
+One configuration for every interval (summary.json, `kvbench compare`, `kvbench gate`, the report's comparison),
+so a pair of runs gets the same interval wherever it is shown: 1,000 resamples of at most 2,000 values keep
+`kvbench compare` of two 12,000-request runs under a second of CPU.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ if TYPE_CHECKING:
     import duckdb
     import numpy
 
-MAX_SAMPLE = 5_000
+MAX_SAMPLE = 2_000
 RESAMPLES = 1_000
 LEVEL = 0.95
 _Q = dict(PERCENTILES)

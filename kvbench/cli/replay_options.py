@@ -56,7 +56,8 @@ Concurrency = Annotated[
         "--max-concurrency",
         "-c",
         help="At most N requests in flight; a request due while all N are taken waits for a slot. With "
-        "--request-rate inf this is a closed loop of N users (as vLLM's).",
+        "--request-rate inf, or on a workload whose requests are all due at once, this is a closed loop of N users "
+        "(as vLLM's), recorded and judged as one.",
         show_default="no cap",
         rich_help_panel=TIMING,
     ),
@@ -154,7 +155,8 @@ Tokenizer = Annotated[
     typer.Option(
         "--tokenizer",
         help="A tokenizer.json (or its folder) counting the tokens of text workloads (ShareGPT); needs the "
-        "`tokenizers` package (pip install 'kvbench[tokens]').",
+        "`tokenizers` package (pip install 'kvbench\\[tokens]'). `server`: the HTTP target's /tokenize (llama-server, "
+        "vLLM), asked before the run starts; the estimate, with a warning, if it has none.",
         show_default="ceil(characters / 4), recorded as an estimate in run.json",
         rich_help_panel=WORKLOAD,
     ),
@@ -248,9 +250,12 @@ def check_file(path: Path | None) -> None:
         check(path)
 
 
+SERVER_TOKENIZER = "server"  # --tokenizer server: the target's /tokenize
+
+
 def check_tokenizer(path: Path | None) -> None:
-    """--tokenizer names a tokenizer.json (or a folder holding one)."""
-    if path is not None:
+    """--tokenizer names a tokenizer.json (or a folder holding one), or is `server`."""
+    if path is not None and str(path) != SERVER_TOKENIZER:
         from kvbench.workload.tokens import tokenizer_file
 
         tokenizer_file(path)

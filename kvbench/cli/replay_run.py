@@ -11,7 +11,8 @@ from rich.console import Console
 
 from kvbench.analysis.slo import Slo
 from kvbench.cli.progress import LiveLatency, count_later, describe, progress_bar
-from kvbench.cli.replay_options import ResultOptions, Timing
+from kvbench.cli.replay_options import SERVER_TOKENIZER, ResultOptions, Timing
+from kvbench.config import ConfigError
 from kvbench.replayer import ReplayStats
 from kvbench.run import RunOptions, execute, load_run
 from kvbench.rundir import check_out
@@ -19,6 +20,7 @@ from kvbench.target import TargetSpec
 from kvbench.targets import resolve
 from kvbench.workload import load
 from kvbench.workload.dataset import Dataset, dataset_workload
+from kvbench.workload.tokens import Tokenizer
 
 # Piped output (a CI log, `| tee`) is not a terminal of 80 columns: lines are as long as they need.
 WIDE = 200
@@ -49,12 +51,16 @@ def replay_command(
 ) -> int:
     if out is not None:
         check_out(out, overwrite)  # before reading the trace: a taken --out is known at once
-    wl = _workload(trace, workload, dataset, tokenizer, timing, seed)
+    spec = _target(target, overrides, model)
+    counter = _tokenizer(tokenizer, spec)
+    dataset = dataset if dataset is None else replace(dataset, tokenizer=counter)
+    wl = _workload(trace, workload, dataset, counter, timing, seed)
     wl = load.shape(wl, time_scale, start, duration, max_requests)
     load.require_requests(wl)
     if slo:
         wl = replace(wl, slo_ms={**wl.slo_ms, **slo.as_ms()})
-    spec = _target(target, overrides, model)
+    if timing.concurrency is not None and not timing.closed and load.all_at_once(wl):
+        timing = replace(timing, closed=True)  # N at a time from one instant: the closed loop of vLLM's inf rate
     opts = RunOptions(seed, timing.concurrency, out, workers, overwrite, timing.closed, timing.think_s)
     if ray is not None:
         from kvbench.run_ray import execute_on_ray
@@ -79,8 +85,24 @@ def replay_command(
     return {"complete": 0, "interrupted": 130}.get(stats.status, 1)
 
 
+def _tokenizer(tokenizer: str, spec: TargetSpec) -> Tokenizer:
+    """--tokenizer as the workload takes it: `server` becomes the target's probed /tokenize, or "" (the estimate,
+    with a warning) when the target does not serve one."""
+    if tokenizer != SERVER_TOKENIZER:
+        return tokenizer
+    if spec.kind != "openai":
+        raise ConfigError(f"--tokenizer server counts with an HTTP target's /tokenize; target {spec.name!r} is not one")
+    from kvbench.http.probe import tokenize_endpoint
+
+    found = tokenize_endpoint(spec.params, spec.source)
+    if isinstance(found, str):
+        print(f"kvbench: warning: {found}; token counts are estimated (chars/4)", file=sys.stderr)
+        return ""
+    return found
+
+
 def _workload(
-    trace: Path | None, workload: str | None, dataset: Dataset | None, tokenizer: str, timing: Timing, seed: int
+    trace: Path | None, workload: str | None, dataset: Dataset | None, tokenizer: Tokenizer, timing: Timing, seed: int
 ) -> load.Workload:
     """The workload of --trace, --workload or --dataset-name, timed by --request-rate/--burstiness."""
     if dataset is not None:

@@ -5,13 +5,13 @@ future, which costs ~2x the CPU per streamed token of parsing the bytes right in
 in tests/bench/bench_http.py), and it stamps time only after that task switch. This client takes the arrival
 time at the top of `data_received`, de-chunks in place and passes each read's body bytes to a sink
 synchronously. It speaks exactly what OpenAI-compatible servers need: one request per connection at a time,
-Content-Length request bodies, chunked / Content-Length / until-close responses, keep-alive reuse, TLS.
+Content-Length request bodies, chunked / Content-Length / until-close responses, keep-alive reuse (the pool of
+connections to one origin is kvbench/http/pool.py), TLS.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -62,7 +62,7 @@ class Connection(asyncio.Protocol):
         self.keep_alive = True
         self.closed = False
         self.received = 0  # body bytes of the current response
-        self.pool: Pool | None = None  # a clean end puts the connection back here at once
+        self.idle: list[Connection] | None = None  # its pool's idle list: a clean end puts it back at once
         self.served = 0  # responses completed on this connection
 
     def connection_made(self, transport) -> None:
@@ -133,9 +133,9 @@ class Connection(asyncio.Protocol):
             fut.set_exception(error) if error is not None else fut.set_result(None)
         if error is None:
             self.served += 1
-        if error is None and self.pool is not None:
+        if error is None and self.idle is not None:
             if self.keep_alive and not self.closed:
-                self.pool.idle.append(self)
+                self.idle.append(self)
             else:
                 self.transport.close()
 
@@ -307,102 +307,3 @@ def _chunk_size(line: bytes) -> int:
         return int(line.split(b";", 1)[0], 16)  # chunk extensions after ';' are ignored
     except ValueError:
         raise StreamFault("protocol", f"bad chunk size {line[:40]!r}") from None
-
-
-class Pool:
-    """Keep-alive connections to one origin; `limit` > 0 caps how many exist at once (0 = no cap)."""
-
-    def __init__(self, url: str, limit: int, connect_timeout_s: float):
-        u = urlsplit(url)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise ConfigError(f"base_url {url!r}: expected http(s)://HOST[:PORT]/PATH")
-        self.host, self.tls = u.hostname, u.scheme == "https"
-        self.port = u.port or (443 if self.tls else 80)
-        self.connect_timeout_s = connect_timeout_s
-        self.idle: list[Connection] = []
-        self.sem = asyncio.Semaphore(limit) if limit else None
-        self.ssl = ssl.create_default_context() if self.tls else None
-
-    def authority(self) -> str:
-        default = 443 if self.tls else 80
-        return self.host if self.port == default else f"{self.host}:{self.port}"
-
-    async def _connect(self) -> Connection:
-        loop = asyncio.get_running_loop()
-        try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    Connection, self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.tls else None
-                ),
-                self.connect_timeout_s,
-            )
-        except TimeoutError:
-            raise StreamFault(
-                "connect", f"{self.authority()}: no connection within {self.connect_timeout_s:g} s"
-            ) from None
-        except OSError as e:
-            raise StreamFault("connect", f"{self.authority()}: {e.strerror or e}") from None
-        conn.pool = self
-        return conn
-
-    def start_idle(self, payload: bytes, sink: Sink) -> tuple[Connection, asyncio.Future] | None:
-        """Write the request now on an idle keep-alive connection, without waiting for the loop (the caller then
-        awaits `request(..., started=...)`); None when there is none to use (or the pool is capped)."""
-        if self.sem is not None:
-            return None
-        conn = self._pop_idle()
-        if conn is None:
-            return None
-        fut = asyncio.get_running_loop().create_future()
-        conn.start(payload, sink, fut)
-        return conn, fut
-
-    async def request(
-        self, payload: bytes, sink: Sink, started: tuple[Connection, asyncio.Future] | None = None
-    ) -> None:
-        """Send `payload` (a complete HTTP request) and feed the response to `sink`; raises on failure.
-        A stale reused connection (see StaleConnection) is replaced once, and the sink told."""
-        try:
-            if started is not None:
-                return await self._finish(*started)
-            if self.sem is None:
-                return await self._request(payload, sink)
-            async with self.sem:
-                return await self._request(payload, sink)
-        except StaleConnection as e:
-            sink.on_reconnect(str(e))
-        if self.sem is None:
-            return await self._request(payload, sink, fresh=True)
-        async with self.sem:
-            return await self._request(payload, sink, fresh=True)
-
-    def _pop_idle(self) -> Connection | None:
-        while self.idle:
-            c = self.idle.pop()
-            if not c.closed and not c.transport.is_closing():
-                return c
-        return None
-
-    async def _request(self, payload: bytes, sink: Sink, fresh: bool = False) -> None:
-        conn = None if fresh else self._pop_idle()
-        if conn is None:
-            began = time.monotonic_ns()
-            conn = await self._connect()
-            sink.on_connect(time.monotonic_ns() - began)
-        fut = asyncio.get_running_loop().create_future()
-        conn.start(payload, sink, fut)
-        await self._finish(conn, fut)
-
-    async def _finish(self, conn: Connection, fut: asyncio.Future) -> None:
-        """Wait for the response; the connection returns itself to the pool when it ends cleanly."""
-        try:
-            await fut
-        except BaseException:
-            if conn.fut is fut:  # still this request's (cancelled mid-response): the connection is unusable
-                conn.abandon()
-            raise
-
-    def close(self) -> None:
-        for c in self.idle:
-            c.transport.close()
-        self.idle.clear()

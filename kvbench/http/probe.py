@@ -1,4 +1,5 @@
-"""Blocking set-up probes before a run: the served model name and the tokenizer's tokens per synthesised word."""
+"""Blocking set-up probes before a run: the served model name, the tokenizer's tokens per synthesised word and
+the /tokenize that --tokenizer server counts a text workload with."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import urllib.request
 from dataclasses import replace
 
 from kvbench.config import ConfigError
-from kvbench.http.profile import EndpointProfile
+from kvbench.http.profile import EndpointProfile, load_profile
 from kvbench.http.prompts import calibration_texts
+from kvbench.workload.servertokens import TokenizeEndpoint
+from kvbench.workload.servertokens import probe as probe_tokenize
 
 PROBE_TIMEOUT_S = 30.0
 
@@ -101,3 +104,10 @@ def prepare(prof: EndpointProfile) -> EndpointProfile:
     """The profile with `model` and `word_tokens` filled in (done once; workers inherit the result)."""
     model = served_model(prof)
     return replace(prof, model=model, word_tokens=calibrate_word_tokens(replace(prof, model=model), model))
+
+
+def tokenize_endpoint(params: dict, source: str = "") -> TokenizeEndpoint | str:
+    """--tokenizer server: the target's /tokenize probed for its body shape, or why it cannot count (the caller
+    warns and falls back to the estimate)."""
+    prof = load_profile(params, source)
+    return probe_tokenize(prof.root_url + prof.tokenize_path, auth_headers(prof), prof.model)

@@ -89,6 +89,8 @@ async def _scrape_every(session: aiohttp.ClientSession, prof: EndpointProfile, c
     interval_ns = s_to_ns(prof.scrape_interval_s)
     k = 0
     try:
+        if (wait_ns := ctx.t0_ns - time.monotonic_ns()) > 0:  # the first scrape at t = 0, not in the margin
+            await asyncio.sleep(wait_ns / 1e9)
         while True:
             await scrape_once(session, prof, ctx)
             k = max(k + 1, (time.monotonic_ns() - ctx.t0_ns) // interval_ns + 1)  # skip missed slots

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 CDF_POINTS = 400  # quantiles per latency CDF: smooth to the eye at any run size
 KV_SAMPLE = 4_000  # KV transfers drawn per run
 REQUEST_SAMPLE = 4_000  # requests drawn per run for the per-request scatter figures
-REPORT_SAMPLE = 2_000  # per-request values per run kept for the comparison's bootstrap intervals
-REPORT_RESAMPLES = 400  # bootstrap resamples of the comparison's intervals
 FAILURE_ROWS = 20  # distinct (kind, detail) rows of the failures table
 CDF_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # catalogue keys of the latencies drawn as CDFs
 
@@ -137,7 +135,7 @@ def collect_run(run_dir: Path, name: str, slo: Slo | None, bucket_s: float) -> R
             load,
             _kv_sample(con, name),
             _failures(con),
-            samples(con, seed=int(manifest.get("seed") or 0), max_n=REPORT_SAMPLE),
+            samples(con, seed=int(manifest.get("seed") or 0)),  # summary.json's, as compare uses
             _requests(con, name),
             _server(con, name),
         )

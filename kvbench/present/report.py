@@ -14,12 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kvbench.analysis.bootstrap import LEVEL
+from kvbench.analysis.bootstrap import LEVEL, MAX_SAMPLE, RESAMPLES
 from kvbench.analysis.runset import check_parts, check_run, expand, run_names
 from kvbench.analysis.slo import parse_slo
 from kvbench.config import ConfigError
 from kvbench.plan.goodput import read_result
-from kvbench.present.collect import REPORT_RESAMPLES, REPORT_SAMPLE, RunData, collect_run
+from kvbench.present.collect import RunData, collect_run
 from kvbench.present.deploy import deployment
 from kvbench.present.render import render_html, render_md, run_warnings
 from kvbench.present.rows import summary_rows
@@ -91,15 +91,12 @@ def _deltas(runs: list[RunData], keys: list[str]) -> list[dict[str, Any]]:
     from kvbench.present.compare import delta_for
 
     base = {"metrics": runs[0].summary, "samples": runs[0].samples}
-    return [
-        {k: delta_for(k, base, {"metrics": r.summary, "samples": r.samples}, REPORT_RESAMPLES) for k in keys}
-        for r in runs[1:]
-    ]
+    return [{k: delta_for(k, base, {"metrics": r.summary, "samples": r.samples}) for k in keys} for r in runs[1:]]
 
 
 COMPARISON_INTRO = (
-    f"Differences to the base run with {{level}} bootstrap confidence intervals ({REPORT_RESAMPLES} seeded "
-    f"resamples of up to {REPORT_SAMPLE:,} requests per run). A change is coloured only when its interval excludes "
+    f"Differences to the base run with {{level}} bootstrap confidence intervals ({RESAMPLES:,} seeded "
+    f"resamples of up to {MAX_SAMPLE:,} requests per run). A change is coloured only when its interval excludes "
     "zero; otherwise it reads “no significant change”. Counts and rates have no per-request samples: no interval."
 )
 

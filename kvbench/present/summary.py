@@ -22,6 +22,7 @@ from kvbench.analysis.slo import Slo, slo_from_manifest
 from kvbench.config import ConfigError
 from kvbench.present import fmt
 from kvbench.units import ns_to_ms, ns_to_s
+from kvbench.workload.tokens import tokens_label
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,12 +56,14 @@ def _document(
 ) -> dict[str, Any]:
     figs = figures(con, slo)
     lag = {"client_lag": manifest["client_lag"]} if "client_lag" in manifest else {}  # real endpoints only
+    tokens = tokens_label((manifest.get("workload") or {}).get("tokens"))
     return {
         "kvbench_summary": SUMMARY_VERSION,
         "run_id": manifest.get("run_id"),
         "run_dir": str(run_dir),
         "status": _status(manifest),
         **lag,
+        **({"token_counts": tokens} if tokens else {}),
         "slo_ms": slo.as_ms(),
         "rates": rates_doc(rates_of(manifest, figs)),
         "metrics": figs,
@@ -342,6 +345,8 @@ def print_summary(doc: dict[str, Any], file: IO[str] | None = None) -> None:
         if warning:  # Text, not markup: the run name is the user's
             console.print(Text(f"warning: {warning}", style="bold yellow"), soft_wrap=True)  # one line, as logged
     title = f"run {run} ({doc.get('status')})"
+    if doc.get("token_counts"):
+        console.print(Text(f"token counts: {doc['token_counts']}"), soft_wrap=True)
     console.print(latency_table(doc["metrics"], title))
     console.print(totals_table(doc["metrics"], doc.get("slo_ms") or {}, rates))
     instances = instances_table(doc["metrics"])

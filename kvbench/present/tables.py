@@ -15,6 +15,7 @@ from kvbench.plan.goodput import goodput_of
 from kvbench.present import fmt
 from kvbench.present.deploy import deployment
 from kvbench.present.rows import Row, delta
+from kvbench.workload.tokens import tokens_label
 
 if TYPE_CHECKING:
     from kvbench.present.collect import RunData
@@ -79,6 +80,7 @@ META_FIELDS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("status", lambda m: m.get("status")),
     ("workload", lambda m: (m.get("workload") or {}).get("name")),
     ("workload source", lambda m: (m.get("workload") or {}).get("source")),
+    ("token counts", lambda m: tokens_label((m.get("workload") or {}).get("tokens"))),
     ("target", _target),
     ("deployment", lambda m: deployment(m).text()),
     ("seed", lambda m: m.get("seed")),

@@ -19,13 +19,13 @@ from kvbench.workload.csvtraces import read_azure, read_lengths
 from kvbench.workload.dists import LengthSpec, sample_lengths
 from kvbench.workload.inputs import check_file, file_digest
 from kvbench.workload.mooncake import first_unsorted_line, read_mooncake, read_sorted
-from kvbench.workload.sharegpt import read_sharegpt, to_requests
+from kvbench.workload.sharegpt import read_counted, to_requests
 from kvbench.workload.spec import WorkloadSpec
 from kvbench.workload.stream import Workload, shape
 from kvbench.workload.synth import SynthSpec, finalize, think_times_ns
 from kvbench.workload.synth import draw as synth_draw
 from kvbench.workload.synth import requests as synth_requests
-from kvbench.workload.tokens import counts_source, token_counter, tokenizer_file
+from kvbench.workload.tokens import TokenizeEndpoint, Tokenizer, counts_source, tokenizer_file
 
 # Outputs for workloads whose source has none: lognormal through the Azure 2023 conversation trace's output
 # p50 129 / p99 601 tokens (SOURCES.md §2), the public record of production chat reply lengths we have.
@@ -102,7 +102,7 @@ def trace_requests(spec: WorkloadSpec, fmt: str, seed: Seed) -> Callable[[], Ite
         reqs = tuple(Request(i, 0, a, b, workload=spec.name) for i, (a, b) in enumerate(pairs))
         make, retime = (lambda: iter(reqs)), True
     else:
-        sessions = read_sharegpt(check_file(path), token_counter(spec.tokenizer))
+        sessions = read_counted(check_file(path), spec.tokenizer)
         rng = np.random.default_rng(seed)
         starts = arrival_times_ns(arrivals, rng, len(sessions))
         n_turns = sum(len(s) for s in sessions)
@@ -146,10 +146,12 @@ def spec_digest(spec: WorkloadSpec) -> str:
     return _with_tokenizer(h.hexdigest()[:16], spec.tokenizer)
 
 
-def _with_tokenizer(digest: str, tokenizer: str) -> str:
+def _with_tokenizer(digest: str, tokenizer: Tokenizer) -> str:
     """A digest that also changes with the tokenizer counting the tokens."""
     if not tokenizer:
         return digest
+    if isinstance(tokenizer, TokenizeEndpoint):
+        return hashlib.sha256((digest + tokenizer.describe() + tokenizer.model).encode()).hexdigest()[:16]
     return hashlib.sha256((digest + file_digest(tokenizer_file(tokenizer))).encode()).hexdigest()[:16]
 
 
@@ -247,7 +249,7 @@ def _mix(spec: WorkloadSpec, seed: Seed) -> Callable[[], Iterator[Request]]:
     return drawn
 
 
-def for_trace(path: str | Path, seed: Seed, tokenizer: str = "") -> Workload:
+def for_trace(path: str | Path, seed: Seed, tokenizer: Tokenizer = "") -> Workload:
     """A bare trace file as a workload (arrivals as recorded; Poisson 1 req/s where the file has none); `tokenizer`:
     a tokenizer.json counting a text trace's tokens."""
     p = check_file(path)

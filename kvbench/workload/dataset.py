@@ -21,6 +21,7 @@ from kvbench.workload.inputs import check_file
 from kvbench.workload.spec import WorkloadSpec
 from kvbench.workload.stream import Workload
 from kvbench.workload.synth import PrefixSpec
+from kvbench.workload.tokens import Tokenizer
 
 DATASETS = ("random", "sharegpt")
 DEFAULT_PROMPTS = 1000  # vLLM's --num-prompts default
@@ -37,7 +38,7 @@ class Dataset:
     output_len: int = 128
     range_ratio: float = 0.0
     prefix_len: int = 0
-    tokenizer: str = ""  # a tokenizer.json counting sharegpt's tokens
+    tokenizer: Tokenizer = ""  # a tokenizer.json or a server's /tokenize counting sharegpt's tokens
 
 
 def lengths(mean: int, ratio: float, flag: str) -> LengthSpec:

@@ -14,9 +14,11 @@ from kvbench.workload.build import build, for_trace, retimed
 from kvbench.workload.inputs import find_workload
 from kvbench.workload.spec import load_spec
 from kvbench.workload.stream import MAX_RATE_PER_S, MIN_RATE_PER_S, Workload, finite, require_requests, shape
+from kvbench.workload.tokens import Tokenizer
 
 __all__ = [
     "Workload",
+    "all_at_once",
     "find_workload",
     "from_trace",
     "request_arrivals",
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 
-def from_trace(path: str | Path, seed: int = 0, tokenizer: str = "") -> Workload:
+def from_trace(path: str | Path, seed: int = 0, tokenizer: Tokenizer = "") -> Workload:
     """A trace file replayed as recorded. The format is chosen from the file's first bytes (see build.detect_format);
     files without timestamps (ShareGPT, length CSVs) get Poisson arrivals at 1 req/s from `seed`. `tokenizer`: a
     tokenizer.json counting a text trace's tokens (else ceil(characters / 4))."""
@@ -40,7 +42,7 @@ def select(
     workload: str | None,
     seed: int = 0,
     overrides: tuple[str, ...] = (),
-    tokenizer: str = "",
+    tokenizer: Tokenizer = "",
 ) -> Workload:
     """The workload named by --trace FILE or --workload NAME|FILE (exactly one of them); `overrides`: KEY=VALUE
     settings of the workload spec's keys; `tokenizer`: --tokenizer, a tokenizer.json for text traces."""
@@ -62,7 +64,7 @@ def request_arrivals(rate: float, burstiness: float = 1.0) -> ArrivalSpec:
     1) or Gamma with shape `burstiness`."""
     if rate == float("inf"):
         return ArrivalSpec("at-once")
-    finite("--rate", rate, MIN_RATE_PER_S, MAX_RATE_PER_S)  # --request-rate is the same option
+    finite("--rate (--request-rate)", rate, MIN_RATE_PER_S, MAX_RATE_PER_S)  # one option, two names
     finite("--burstiness", burstiness, 0.0, 1e6, low_open=True)
     return ArrivalSpec("poisson", rate) if burstiness == 1.0 else ArrivalSpec("gamma", rate, burstiness)
 
@@ -94,3 +96,15 @@ def session_starts(w: Workload) -> tuple[int, int]:
             seen.add(r.session_id)
             starts += 1
     return starts, requests
+
+
+def all_at_once(w: Workload) -> bool:
+    """Every request is due at the same instant (one pass, stopping at the first that is not): under a cap of N
+    in flight such a workload is a closed loop of N users, whatever the cap was meant as."""
+    first = None
+    for r in w.requests():
+        if first is None:
+            first = r.arrival_ns
+        elif r.arrival_ns != first:
+            return False
+    return first is not None

@@ -23,9 +23,16 @@ from kvbench.config import ConfigError
 from kvbench.records import Request
 from kvbench.units import MOONCAKE_BLOCK_TOKENS
 from kvbench.workload.synth import finalize
-from kvbench.workload.tokens import TokenCounter
+from kvbench.workload.tokens import (
+    ESTIMATE,
+    Counter,
+    TextCollector,
+    TokenizeEndpoint,
+    Tokenizer,
+    server_counter,
+    token_counter,
+)
 
-ESTIMATE = TokenCounter()
 MAX_CHARS = 40_000_000  # 10 M tokens: the readers' bound on a single length
 USER_ROLES = frozenset({"human", "user"})
 ASSISTANT_ROLES = frozenset({"gpt", "chatgpt", "assistant", "bard", "bing", "model"})
@@ -37,7 +44,7 @@ def estimate_tokens(text: str) -> int:
     return ESTIMATE.count(text)
 
 
-def block_ids(text: str, counter: TokenCounter = ESTIMATE) -> tuple[int, ...]:
+def block_ids(text: str, counter: Counter = ESTIMATE) -> tuple[int, ...]:
     """Prefix hash chain over the text of each 512-token block (the last may be partial): stable across
     processes. With the estimate, blocks of 2,048 characters."""
     ids = []
@@ -99,7 +106,7 @@ def _render(role: str, text: str) -> str:
     return f"{label}: {text}\n\n"
 
 
-def conversation_turns(msgs: list[tuple[str, str]], counter: TokenCounter = ESTIMATE) -> list[Turn]:
+def conversation_turns(msgs: list[tuple[str, str]], counter: Counter = ESTIMATE) -> list[Turn]:
     """One Turn per user message: prompt = history + message; output = the reply that follows, if any."""
     turns = []
     history = ""
@@ -113,7 +120,7 @@ def conversation_turns(msgs: list[tuple[str, str]], counter: TokenCounter = ESTI
     return turns
 
 
-def read_sharegpt(path: str | Path, counter: TokenCounter = ESTIMATE) -> list[list[Turn]]:
+def read_sharegpt(path: str | Path, counter: Counter = ESTIMATE) -> list[list[Turn]]:
     """Conversations with at least one user message, in file order (others are skipped: nothing to send)."""
     p = Path(path)
     sessions = []
@@ -124,6 +131,16 @@ def read_sharegpt(path: str | Path, counter: TokenCounter = ESTIMATE) -> list[li
     if not sessions:
         raise ConfigError(f"{p}: no conversation with a user message")
     return sessions
+
+
+def read_counted(path: str | Path, tokenizer: Tokenizer) -> list[list[Turn]]:
+    """read_sharegpt with the --tokenizer's counts. A server's /tokenize is asked about every distinct text the
+    reader counts (found by a first pass with the estimate), all before the run."""
+    if not isinstance(tokenizer, TokenizeEndpoint):
+        return read_sharegpt(path, token_counter(tokenizer))
+    texts = TextCollector()
+    read_sharegpt(path, texts)
+    return read_sharegpt(path, server_counter(tokenizer, texts.texts))
 
 
 def to_requests(

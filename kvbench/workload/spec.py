@@ -15,6 +15,7 @@ from kvbench.workload.arrivals import ArrivalSpec
 from kvbench.workload.dists import LengthSpec
 from kvbench.workload.inputs import find_workload
 from kvbench.workload.synth import PrefixSpec, SessionSpec
+from kvbench.workload.tokens import Tokenizer
 
 MAX_SLO_MS = 1e9  # about 11.6 days: larger thresholds are unit mix-ups
 Ms = Annotated[float, Range(0, MAX_SLO_MS, open_lo=True)]
@@ -79,7 +80,7 @@ class WorkloadSpec:
     kind: str
     path: str = ""  # trace file or ServeGen folder, resolved against the spec file
     format: str = "auto"
-    tokenizer: str = ""  # a tokenizer.json counting text tokens (resolved); "": ceil(characters / 4)
+    tokenizer: Tokenizer = ""  # a tokenizer.json (resolved) or a server's /tokenize; "": ceil(characters / 4)
     requests: int | None = None
     duration_s: float | None = None
     start_s: float = 0.0

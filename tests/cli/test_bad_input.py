@@ -15,7 +15,11 @@ SPEC = (
 )
 
 CASES = {
-    "rate too small": (["replay", "--trace", SAMPLE, "--rate", "1e-10"], {}, "--rate must be a finite number >= 1e-06"),
+    "rate too small": (
+        ["replay", "--trace", SAMPLE, "--rate", "1e-10"],
+        {},
+        "--rate (--request-rate) must be a finite number >= 1e-06",
+    ),
     "time scale nan": (
         ["replay", "--trace", SAMPLE, "--time-scale", "nan"],
         {},

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvbench.config import ConfigError
-from kvbench.http.conn import Connection, Pool, request_head
+from kvbench.http.conn import Connection, request_head
 from kvbench.http.faults import StreamFault
+from kvbench.http.pool import Pool
 
 BODY = b'data: {"choices":[{"text":" a"}]}\n\n' * 3 + b"data: [DONE]\n\n"
 

@@ -163,12 +163,15 @@ def test_event_order_and_ttft_from_intended_arrival(tmp_path):
 
 
 def test_connect_time_is_reported_on_send(tmp_path):
-    # closed loop of 1: the first request opens the connection (SEND says how long that took), the second reuses it
-    with FaultServer() as srv:
-        run_dir, _ = run([Request(0, 0, 21, 2), Request(1, 0, 21, 2)], srv.base_url, tmp_path / "r", concurrency=1)
+    # request 0 (t = 0) finds the connection opened before t0; request 1 (t = 0.3 s, past the warm-up span) finds
+    # it busy (TTFT 1 s) and opens one (SEND says how long that took); request 2 (t = 2 s) reuses one
+    reqs = [Request(0, 0, 21, 2), Request(1, 300_000_000, 21, 2), Request(2, 2_000_000_000, 21, 2)]
+    with FaultServer(ttft_s=1.0) as srv:
+        run_dir, stats = run(reqs, srv.base_url, tmp_path / "r", read_timeout_s=5.0)
+    assert stats.finished == 3
     rows = q(run_dir, "SELECT req_id, detail FROM EV WHERE kind = 'SEND' ORDER BY 1")
-    assert [r[0] for r in rows] == [0, 1] and rows[1][1] is None
-    assert rows[0][1].startswith("connect_ns=") and int(rows[0][1].removeprefix("connect_ns=")) > 0
+    assert [r[0] for r in rows] == [0, 1, 2] and rows[0][1] is None and rows[2][1] is None
+    assert rows[1][1].startswith("connect_ns=") and int(rows[1][1].removeprefix("connect_ns=")) > 0
 
 
 def test_an_interrupt_raised_inside_a_read_stops_the_run(tmp_path):
