@@ -37,28 +37,31 @@ class Slo:
 MAX_SLO_MS = 1e9  # about 11.6 days: larger thresholds are unit mix-ups
 
 
-def parse_slo(text: str) -> Slo:
-    """'ttft=200,tpot=50' -> Slo(ttft_ms=200, tpot_ms=50). Keys ttft, tpot, e2el, tbt; values in ms (also 'ttft:200')."""
+def parse_slo(text: str, option: str = "--slo") -> Slo:
+    """'ttft=200,tpot=50' -> Slo(ttft_ms=200, tpot_ms=50). Keys ttft, tpot, e2el, tbt; values in ms (also 'ttft:200').
+    `option` names the flag in errors (replay's --slo is also vLLM's --goodput)."""
     values: dict[str, float] = {}
     for item in (p.strip() for p in text.split(",")):
         if not item:
             continue
         m = re.fullmatch(r"([a-z0-9_]+)\s*[=:]\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(ms)?", item.lower())
         if not m:
-            raise ConfigError(f"--slo {text!r}: cannot parse {item!r}; expected KEY=MS, e.g. ttft=200,tpot=50")
+            raise ConfigError(
+                f"{option} {text!r}: cannot parse {item!r}; expected KEY=MS or KEY:MS, e.g. ttft=200,tpot=50"
+            )
         key = m.group(1).removesuffix("_ms")
         if key not in _SLO_KEYS:
-            raise ConfigError(f"--slo {text!r}: unknown key {key!r}; allowed: {', '.join(_SLO_KEYS)}")
+            raise ConfigError(f"{option} {text!r}: unknown key {key!r}; allowed: {', '.join(_SLO_KEYS)}")
         if key in values:
-            raise ConfigError(f"--slo {text!r}: {key!r} given twice")
+            raise ConfigError(f"{option} {text!r}: {key!r} given twice")
         value = float(m.group(2))
         if not 0 < value <= MAX_SLO_MS:
             raise ConfigError(
-                f"--slo {text!r}: {key}: expected milliseconds > 0 and <= {MAX_SLO_MS:g}, got {m.group(2)}"
+                f"{option} {text!r}: {key}: expected milliseconds > 0 and <= {MAX_SLO_MS:g}, got {m.group(2)}"
             )
         values[key] = value
     if not values:
-        raise ConfigError(f"--slo {text!r}: no threshold given; expected KEY=MS, e.g. ttft=200,tpot=50")
+        raise ConfigError(f"{option} {text!r}: no threshold given; expected KEY=MS or KEY:MS, e.g. ttft=200,tpot=50")
     return Slo(**{_SLO_KEYS[k]: v for k, v in values.items()})
 
 

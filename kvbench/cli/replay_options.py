@@ -262,7 +262,7 @@ def check_tokenizer(path: Path | None) -> None:
 
 
 def check_slo(text: str | None) -> Slo | None:
-    return None if text is None else parse_slo(text)
+    return None if text is None else parse_slo(text, "--slo (--goodput)")
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,10 @@ def test_result_dir_takes_vllms_file_name(tmp_path):
     [
         (["--dataset-name", "sonnet"], "--dataset-name 'sonnet': expected one of random, sharegpt"),
         (["--dataset-name", "sharegpt"], "--dataset-name sharegpt needs --dataset-path"),
-        (["--dataset-name", "random", "--goodput", "ttft:fast"], "cannot parse 'ttft:fast'"),
+        (
+            ["--dataset-name", "random", "--goodput", "ttft:fast"],
+            "--slo (--goodput) 'ttft:fast': cannot parse 'ttft:fast'",
+        ),
         (["--dataset-name", "random", "--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
         (["--dataset-name", "random", "--users", "2", "--max-concurrency", "2"], "not both"),
         (["--trace", "x.jsonl", "--dataset-name", "random"], "give exactly one of --trace FILE, --workload"),
