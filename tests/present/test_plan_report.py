@@ -148,6 +148,16 @@ def test_html_page_escapes_and_draws_two_figures(tmp_path: Path) -> None:
     assert '<span class="chosen">1 ★</span>' in html
 
 
+def test_a_plan_without_tables_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "early").mkdir()
+    (tmp_path / "early" / "plan.json").write_text(json.dumps({"name": "early", "candidates": ["a"], "pruned": 0}))
+    done = kvbench("report", str(tmp_path / "early"), "-o", str(tmp_path / "r.html"))
+    assert done.returncode == 2 and "has no plan.parquet yet" in done.stderr and done.stderr.count("\n") == 1
+    (tmp_path / "early" / "plan.parquet").write_text("not parquet")
+    done = kvbench("report", str(tmp_path / "early"), "-o", str(tmp_path / "r.html"))
+    assert done.returncode == 2 and "cannot read the plan's tables" in done.stderr, done.stderr
+
+
 def test_pareto_fronts_draw_every_point_the_front_and_the_chosen_one() -> None:
     done = pd.DataFrame([r for r in _rungs() if r["status"] == "complete"])
     fig = pareto_fronts(done, "goodput_per_dollar_hour", "goodput per dollar-hour (req/s per $/h)", A)
