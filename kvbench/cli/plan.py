@@ -96,6 +96,7 @@ COLUMNS = {  # plan.parquet column -> table heading
     "tpot_ms.p90": "TPOT p90 ms",
     "prefix_hit_ratio": "hit ratio",
 }
+PRICED = {"goodput_per_dollar_hour": "req/s per $/h", "dollars_per_hour": "$/h"}  # first, in a priced plan
 
 
 def _print(result: PlanResult, out: Path, top: int = 15) -> None:
@@ -105,19 +106,22 @@ def _print(result: PlanResult, out: Path, top: int = 15) -> None:
 
     from kvbench.present import fmt
 
+    priced = any("dollars_per_hour" in r for r in result.rows)
+    by = "goodput per $/h" if priced else "goodput/GPU"
     t = Table(
-        title=f"plan → {out}/plan.parquet (front: on the Pareto front of goodput/GPU vs TTFT p90, vs per-user tokens/s)",
+        title=f"plan → {out}/plan.parquet (front: on the Pareto front of {by} vs TTFT p90, vs per-user tokens/s)",
         title_justify="left",
     )
     t.add_column("#", justify="right")
     t.add_column("deployment", no_wrap=True)
-    for title in COLUMNS.values():
+    columns = {"rung": "rung"} | (PRICED if priced else {}) | COLUMNS
+    for title in columns.values():
         t.add_column(title, justify="right")
     t.add_column("front", no_wrap=True)
     ranked = [r for r in result.rows if "rank" in r]
     for r in ranked[:top]:
         rung = {"rung": str(r["rung"] + 1)}
-        cells = [rung.get(c) or fmt.number(r.get(c)) for c in COLUMNS]
+        cells = [rung.get(c) or fmt.number(r.get(c)) for c in columns]
         front = "/".join(k for k, on in (("ttft", r.get("pareto_ttft")), ("user", r.get("pareto_user"))) if on)
         t.add_row(str(r["rank"]), r["candidate"], *cells, front)
     console = Console(width=max(170, Console().width))

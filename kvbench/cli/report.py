@@ -28,8 +28,8 @@ def report(
         list[Path],
         typer.Argument(
             help="Run directories (several: figures overlay them, a table shows deltas "
-            "against the baseline); a goodput output directory adds its curve; a sim run and a real run of one "
-            "workload add a fidelity section.",
+            "against the baseline); a goodput output directory adds its curve; a `kvbench plan` directory adds its "
+            "ranking, Pareto fronts and rungs; a sim run and a real run of one workload add a fidelity section.",
         ),
     ],
     out: Annotated[

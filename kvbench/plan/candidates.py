@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,10 @@ class Candidate:
             pre, dec = self.pools
             shape = f"{pre.instances}p{dec.instances}d-tp{pre.tp}.{dec.tp}-{pre.gpu}.{dec.gpu}"
         return f"{shape}-{self.router}-{self.tiers}"
+
+    def dollars_per_hour(self, prices: Mapping[str, float]) -> float:
+        """What the deployment's GPUs cost per hour: every pool's instances x TP x its GPU type's price."""
+        return sum(p.instances * p.tp * prices[p.gpu] for p in self.pools)
 
     def describe(self) -> dict[str, Any]:
         """The candidate's settings as flat columns of plan.parquet."""

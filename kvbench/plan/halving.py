@@ -1,6 +1,7 @@
 """Running a plan into DIR: the candidates built and pruned, successive halving over prefixes of the trace (every
 candidate's goodput on the shortest, the best share on each longer one, the final few on the longest), the
-ranking, the Pareto fronts and the chosen deployment as a preset. Finished searches are kept and reused."""
+ranking (by goodput per GPU, or per dollar-hour when the spec prices its GPUs), the Pareto fronts and the chosen
+deployment as a preset. Finished searches are kept and reused."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from kvbench.plan.candidates import Candidate, enumerate_candidates, profile, pr
 from kvbench.plan.pareto import mark_fronts, rank_key
 from kvbench.plan.planspec import PlanSpec
 from kvbench.plan.preset import to_toml
+from kvbench.plan.prices import add_prices, ranked_by
 from kvbench.plan.progress import Counts
 from kvbench.plan.rung import RungJob, finished_row, run_rung
 from kvbench.plan.tasks import run_tasks
@@ -57,7 +59,8 @@ def prepare(spec: PlanSpec, out: Path) -> tuple[list[Candidate], list[dict[str, 
     wl = load.select(Path(spec.trace) if spec.trace else None, spec.workload, f.seed)
     requests = list(load.shape(wl, max_requests=f.halving.requests[-1]).requests())
     live, pruned = [], []
-    for cand in enumerate_candidates(spec):
+    cands = enumerate_candidates(spec)
+    for cand in cands:
         params = profile(spec, cand)
         why = prune(spec, cand, params, requests, parse_slo(f.slo))
         if why:
@@ -65,9 +68,32 @@ def prepare(spec: PlanSpec, out: Path) -> tuple[list[Candidate], list[dict[str, 
             continue
         (out / "candidates" / f"{cand.name}.toml").write_text(to_toml(params, f"kvbench plan {spec.name}"))
         live.append(cand)
-    doc = {"name": spec.name, "source": spec.source, "candidates": [c.name for c in live], "pruned": len(pruned)}
+    add_prices(pruned, costs(spec, cands))
+    doc = {"name": spec.name, "source": spec.source, **_settings(spec)}
+    doc |= {"candidates": [c.name for c in live], "pruned": len(pruned)}
     (out / MANIFEST).write_text(json.dumps(doc, indent=2) + "\n")
     return live, pruned
+
+
+def _settings(spec: PlanSpec) -> dict[str, Any]:
+    """What the plan asked, for plan.json (the report states it): model, budget, SLOs, halving, prices."""
+    f = spec.file
+    h = f.halving
+    return {
+        "model": f.model,
+        "gpu_budget": f.gpu_budget,
+        "slo": f.slo,
+        "attainment": f.attainment,
+        "halving": {"requests": list(h.requests), "keep": h.keep, "final": h.final},
+        "prices": dict(f.prices),
+        "ranked_by": ranked_by(f.prices),
+    }
+
+
+def costs(spec: PlanSpec, cands: list[Candidate]) -> dict[str, float]:
+    """Each candidate's dollars per hour; empty in an unpriced plan."""
+    prices = spec.file.prices
+    return {c.name: c.dollars_per_hour(prices) for c in cands} if prices else {}
 
 
 def run_plan(
@@ -81,6 +107,7 @@ def run_plan(
     rung_rows: list[dict[str, Any]] = []
     alive: list[Candidate] = live
     start: dict[str, float] = {}  # each candidate's goodput at the previous rung: where its next search begins
+    by, cost = ranked_by(spec.file.prices), costs(spec, live)
     completed = False
     try:
         for i, n_requests in enumerate(h.requests):
@@ -88,8 +115,10 @@ def run_plan(
             label = f"rung {i + 1}/{len(h.requests)}: {n_requests:,} requests"
             rows = _run_rung(jobs, out, workers, ray, show, label, rung_rows)
             start = {r["candidate"]: r["goodput"] for r in rows if r.get("goodput")}
+            add_prices(rows, cost)
             if i + 1 < len(h.requests):
-                keep = {r["candidate"] for r in sorted(rows, key=rank_key)[: sizes[i + 1]] if r.get("goodput")}
+                best_first = sorted(rows, key=lambda r: rank_key(r, by))
+                keep = {r["candidate"] for r in best_first[: sizes[i + 1]] if r.get("goodput")}
                 alive = [c for c in alive if c.name in keep]
         completed = True
     finally:
@@ -167,11 +196,13 @@ def finish(
     search."""
     import pandas as pd
 
-    mark_fronts(rung_rows)
+    by = ranked_by(spec.file.prices)
+    add_prices(rung_rows, costs(spec, live))  # rows of a rung that was interrupted were not priced yet
+    mark_fronts(rung_rows, by)
     deepest: dict[str, dict[str, Any]] = {}
     for r in rung_rows:
         deepest[r["candidate"]] = r  # rungs run in order: the last row seen is the deepest
-    ranked = sorted(deepest.values(), key=rank_key)
+    ranked = sorted(deepest.values(), key=lambda r: rank_key(r, by))
     for k, r in enumerate(ranked, 1):
         r["rank"] = k
     best = next((r for r in ranked if r.get("goodput")), None) if completed else None

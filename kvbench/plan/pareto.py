@@ -1,9 +1,12 @@
-"""Pareto fronts and the ranking of a plan's candidates: goodput per GPU against a per-user figure."""
+"""Pareto fronts and the ranking of a plan's candidates: goodput per GPU (or per dollar-hour, in a priced plan)
+against a per-user figure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from kvbench.plan.prices import PER_GPU
 
 
 def front(xs: Sequence[float | None], ys: Sequence[float | None], y_higher: bool) -> list[bool]:
@@ -20,11 +23,12 @@ def front(xs: Sequence[float | None], ys: Sequence[float | None], y_higher: bool
     return out
 
 
-def rank_key(row: dict[str, Any]) -> tuple[int, float, float, float, str]:
-    """Deeper rungs first (their figures come from longer replays), then goodput per GPU; searches of the same
-    precision often tie on it, so then the attainment at that rate (more headroom), then the lower TTFT p90, then the
-    name, so a full tie ranks the same whichever search ended first."""
-    per_gpu = row.get("goodput_per_gpu")
+def rank_key(row: dict[str, Any], by: str = PER_GPU) -> tuple[int, float, float, float, str]:
+    """Deeper rungs first (their figures come from longer replays), then goodput per GPU (or the column `by`: per
+    dollar-hour in a priced plan); searches of the same precision often tie on it, so then the attainment at that
+    rate (more headroom), then the lower TTFT p90, then the name, so a full tie ranks the same whichever search ended
+    first."""
+    per_gpu = row.get(by)
     attainment = row.get("slo_attainment")
     ttft = row.get("ttft_ms.p90")
     return (
@@ -36,12 +40,12 @@ def rank_key(row: dict[str, Any]) -> tuple[int, float, float, float, str]:
     )
 
 
-def mark_fronts(rows: list[dict[str, Any]]) -> None:
-    """Add pareto_ttft (goodput/GPU vs TTFT p90) and pareto_user (goodput/GPU vs one user's tokens/s) to rows,
-    compared only with rows of the same rung (figures from replays of the same length)."""
+def mark_fronts(rows: list[dict[str, Any]], by: str = PER_GPU) -> None:
+    """Add pareto_ttft (goodput/GPU, or the column `by`, vs TTFT p90) and pareto_user (the same vs one user's
+    tokens/s) to rows, compared only with rows of the same rung (figures from replays of the same length)."""
     for rung in {r.get("rung") for r in rows}:
         group = [r for r in rows if r.get("rung") == rung and r.get("status") == "complete"]
-        xs = [r.get("goodput_per_gpu") for r in group]
+        xs = [r.get(by) for r in group]
         for key, ykey, higher in (("pareto_ttft", "ttft_ms.p90", False), ("pareto_user", "user_tokens_per_s", True)):
             for r, on in zip(group, front(xs, [r.get(ykey) for r in group], higher)):
                 r[key] = on

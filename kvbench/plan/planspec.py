@@ -1,5 +1,6 @@
 """Plan specs: a TOML file naming a workload, a model, GPU types, a GPU budget, SLOs and the deployment space to
-search (layouts, TP, GPU counts, routers, prefix-cache tiers), plus the successive-halving schedule."""
+search (layouts, TP, GPU counts, routers, prefix-cache tiers), the successive-halving schedule and, optionally, a
+price per GPU-hour of each GPU type."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from kvbench.config import ConfigError, NonEmpty, Range
+from kvbench.plan.prices import check_prices
 from kvbench.plan.sweepspec import read_spec_file
 
 Layout = Literal["colocated", "pd"]
@@ -56,6 +58,7 @@ class PlanFile:
     seed: int = 0
     search: SearchFile = field(default_factory=SearchFile)
     halving: HalvingFile = field(default_factory=HalvingFile)
+    prices: dict[str, Annotated[float, Range(0, open_lo=True)]] = field(default_factory=dict)  # $ per GPU-hour
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ def load_plan(path: str | Path) -> PlanSpec:
         raise src.bad(("search", "gpus"), f"GPU counts <= gpu_budget = {f.gpu_budget}", list(gpus))
     if list(f.halving.requests) != sorted(set(f.halving.requests)):
         raise src.bad(("halving", "requests"), "increasing request counts, one per rung", list(f.halving.requests))
+    check_prices(f.prices, f.search.gpu_types, lambda key, why: src.error(("prices", *key), why))
     trace = None
     if f.trace is not None:
         trace = str(Path(f.trace) if Path(f.trace).is_absolute() else (p.parent / f.trace).resolve())

@@ -21,6 +21,8 @@ from kvbench.config import ConfigError
 from kvbench.plan.goodput import read_result
 from kvbench.present.collect import RunData, collect_run
 from kvbench.present.deploy import deployment
+from kvbench.present.plandata import PlanData, is_plan_dir, read_plan
+from kvbench.present.planreport import plan_parts
 from kvbench.present.render import render_html, render_md, run_warnings
 from kvbench.present.rows import summary_rows
 from kvbench.present.tables import Part, comparison_table, failures_table, goodput_table, runs_table, summary_table
@@ -56,18 +58,21 @@ def order_runs(dirs: list[Path], baseline: Path | None, keep_order: bool) -> lis
     return [base] + [d for d in ordered if d is not base]
 
 
-def _split_inputs(paths: list[Path]) -> tuple[list[Path], list[tuple[str, dict]]]:
-    """Run directories, and goodput results (a goodput.json or a directory holding one and no run.json)."""
+def _split_inputs(paths: list[Path]) -> tuple[list[Path], list[tuple[str, dict]], list[PlanData]]:
+    """Run directories, goodput results (a goodput.json or a directory holding one and no run.json) and plans."""
     runs: list[Path] = []
     goodputs: list[tuple[str, dict]] = []
+    plans: list[PlanData] = []
     for p in expand(paths):
-        if (p.is_dir() and (p / "goodput.json").is_file() and not (p / "run.json").is_file()) or (
+        if is_plan_dir(p):
+            plans.append(read_plan(p))
+        elif (p.is_dir() and (p / "goodput.json").is_file() and not (p / "run.json").is_file()) or (
             p.is_file() and p.suffix == ".json"
         ):
             goodputs.append((p.resolve().name if p.is_dir() else p.stem, read_result(p)))
         else:
             runs.append(p)
-    return runs, goodputs
+    return runs, goodputs, plans
 
 
 def _span_ns(run_dir: Path) -> int:
@@ -132,13 +137,13 @@ def build_report(
     baseline: Path | None = None,
     keep_order: bool = False,
 ) -> str:
-    """The report text (HTML or Markdown) for runs (and goodput results) at `paths`."""
+    """The report text (HTML or Markdown) for runs (and goodput results and plans) at `paths`."""
     if out_format not in ("html", "md"):
         raise ConfigError(f"--format must be html or md, got {out_format!r}")
     if bucket_s is not None and not bucket_s > 0:
         raise ConfigError(f"--bucket must be > 0 seconds, got {bucket_s}")
     slo = parse_slo(slo_text) if slo_text else None
-    dirs, goodputs = _split_inputs(paths)
+    dirs, goodputs, plans = _split_inputs(paths)
     names = run_names(dirs) if dirs else []
     if len(set(names)) != len(names):
         raise ConfigError("the same run directory is given twice")
@@ -153,14 +158,21 @@ def build_report(
             progress(name)
     warnings = run_warnings(runs)
     if out_format == "md":
-        return render_md("kvbench report", table_parts(runs, goodputs, None) + _failures(runs), warnings)
+        parts = plan_parts(plans, html=False) + table_parts(runs, goodputs, None) + _failures(runs)
+        return render_md("kvbench report", parts, warnings)
     from kvbench.present.plots import palette_for  # matplotlib: only the HTML page draws
     from kvbench.present.sections import figure_parts
 
     palette = palette_for(names)
-    parts = table_parts(runs, goodputs, palette) + figure_parts(runs, goodputs, palette, bucket_s) + _failures(runs)
-    title = "kvbench report" + (f": {runs[0].name}" if len(runs) == 1 else "")
-    sub = f"{len(runs)} run{'s' if len(runs) != 1 else ''}" + (f", {len(goodputs)} goodput search" if goodputs else "")
+    figures = figure_parts(runs, goodputs, palette, bucket_s) if runs or goodputs else []
+    parts = plan_parts(plans, html=True) + table_parts(runs, goodputs, palette) + figures + _failures(runs)
+    only_plan = f": plan {plans[0].name}" if len(plans) == 1 and not runs else ""
+    title = "kvbench report" + (f": {runs[0].name}" if len(runs) == 1 else only_plan)
+    sub = ", ".join(
+        f"{n} {what}{'s' if n != 1 and what != 'goodput search' else ''}"
+        for n, what in ((len(runs), "run"), (len(goodputs), "goodput search"), (len(plans), "plan"))
+        if n or (what == "run" and not plans)
+    )
     return render_html(title, sub, parts, warnings, __version__)
 
 

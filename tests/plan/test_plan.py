@@ -8,28 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.plans import small_plan
 
 from kvbench.plan.halving import run_plan
 from kvbench.plan.planspec import load_plan
 from kvbench.sim.cluster import parse_cluster
 from kvbench.targets import resolve
 
-TRACE = Path(__file__).resolve().parents[2] / "traces" / "kimi-sample.jsonl"
-SPEC = f"""trace = "{TRACE}"
-model = "Llama-3.1-8B"
-gpu_budget = 2
-slo = "ttft=2000,tpot=100"
-attainment = 0.9
-[search]
-layouts = ["colocated", "pd"]
-tiers = ["hbm", "dram"]
-[halving]
-requests = [30, 60]
-keep = 0.5
-final = 1
-precision = 0.5
-final_precision = 0.25
-"""
+SPEC = small_plan('tiers = ["hbm", "dram"]')
 
 
 def _plan(tmp_path: Path, spec: str = SPEC):

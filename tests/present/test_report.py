@@ -4,12 +4,11 @@ notes for figures without data, comparisons, Markdown, bad input; and the page r
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.chromium import dump_dom
 
 from kvbench.analysis.catalogue import Direction, Display
 from kvbench.eventlog import EventLog, write_manifest
@@ -194,22 +193,7 @@ def test_cli_report_with_goodput_curve_renders_in_chromium(runs, tmp_path: Path,
         monkeypatch, capsys, "report", str(runs[0]), str(runs[1]), str(tmp_path / "gp"), "-o", str(out)
     )
     assert code == 0, err
-    chromium = shutil.which("chromium")
-    assert chromium, "Debian's chromium is needed: apt-get install -y chromium"
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-    ]
-    dom = subprocess.run([chromium, *flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = dump_dom(out, tmp_path / "profile")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "CONSOLE" not in dom.stderr and "Uncaught" not in dom.stderr, dom.stderr[-2000:]
     assert dom.stdout.count("<img ") == 10 and 'id="goodput"' in dom.stdout  # 9 run figures + attainment curve
