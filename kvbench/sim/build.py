@@ -49,7 +49,7 @@ class Cluster:
 
     def __init__(self, cfg: ClusterCfg, host: EngineHost, loop: Loop, rows: AppendStep, rng: random.Random) -> None:
         self.cfg = cfg
-        self.links = links = Links()
+        self.links = links = Links(loop, fair_links(cfg))
         for key, ref in (
             ("transfer.link", cfg.transfer.link),
             ("transfer.intra_link", cfg.transfer.intra_link),
@@ -112,7 +112,7 @@ class Cluster:
             new = (tier.inserted - before) * pbt
             if new:
                 link = self.pool_link_on(src.node) if tier is self.pool else tier.wire()
-                link.start(t, new * self.kv_bytes, self.messages(new, src.block_tokens))
+                link.send(t, new * self.kv_bytes, self.messages(new, src.block_tokens), None)
 
     def link_between(self, src: Engine, dst: Engine, between_nodes: LinkRef) -> SharedLink:
         """The shared link KV leaves `src` on towards `dst`: the intra-node link, or `between_nodes`."""
@@ -131,6 +131,14 @@ class Cluster:
     def messages(self, tokens: int, block_tokens: int) -> int:
         """Messages that move `tokens` tokens of KV paged in blocks of `block_tokens` (the profile's granularity)."""
         return message_count(self.model, tokens, block_tokens, self.gran)
+
+
+def fair_links(cfg: ClusterCfg) -> frozenset[LinkRef]:
+    """Links the profile shares fairly (`sharing = "fair"` on the transfer table or a tier)."""
+    fair: set[LinkRef] = {tc.link for tc in cfg.tiers if tc.sharing == "fair"}
+    if cfg.transfer.sharing == "fair":
+        fair |= {cfg.transfer.link, cfg.transfer.intra_link}
+    return frozenset(fair)
 
 
 def _where(cfg: ClusterCfg, key: str) -> str:

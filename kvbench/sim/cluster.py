@@ -17,6 +17,7 @@ TIER_KINDS = ("dram", "ssd", "pool")  # below the per-instance HBM prefix cache,
 TIER_SCOPES = {"dram": "node", "ssd": "node", "pool": "cluster"}
 GranularityName = Literal["layer-block", "layer", "request"]  # sim.transfer.GRANULARITIES (a test keeps them equal)
 LongContextMode = Literal["pipeline", "context_parallel"]
+Sharing = Literal["fifo", "fair"]  # sim.transfer.SHARING: how concurrent transfers share a link's wire
 # Router name -> its parameters and defaults (REFERENCE §3; SGLang defaults are the newer 0.3 / 64 / 1.5).
 ROUTER_PARAMS: dict[str, dict[str, Any]] = {
     "round_robin": {},
@@ -73,6 +74,7 @@ class TierCfg:
     link: str | tuple[tuple[str, Any], ...]  # link into HBM: a catalog name or an inline LinkSpec table
     write_through: bool = False  # every block an instance releases is written here too (Mooncake Store, CPD)
     layerwise: bool = False  # loads from here overlap the prefill layer by layer (LMCache, Mooncake)
+    sharing: str = "fifo"  # its link shares the wire FIFO or fair (processor sharing)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class TransferCfg:
     intra_link: str = "nvlink-h100"  # P->D within a node
     granularity: str = "layer"
     layerwise: bool = True  # stream layer by layer during prefill: only the exposed tail counts toward TTFT
+    sharing: str = "fifo"  # link and intra_link share the wire FIFO or fair (processor sharing)
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,7 @@ class _TransferFile:
     intra_link: Link = "nvlink-h100"
     granularity: GranularityName = "layer"
     layerwise: bool = True
+    sharing: Sharing = "fifo"
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,7 @@ class _TierFile:
     link: Link | dict[str, Any]  # a catalog name or an inline LinkSpec table
     write_through: bool = False
     layerwise: bool = False
+    sharing: Sharing = "fifo"
 
 
 @dataclass(frozen=True)
@@ -324,7 +329,7 @@ def _tiers(src: Source, f: _ClusterFile) -> tuple[TierCfg, ...]:
         if t is not None:
             link = tuple(sorted(t.link.items())) if isinstance(t.link, dict) else t.link
             capacity = _tokens(src, ("tiers", kind, "capacity_tokens"), t.capacity_tokens)
-            out.append(TierCfg(kind, capacity, link, t.write_through, t.layerwise))
+            out.append(TierCfg(kind, capacity, link, t.write_through, t.layerwise, t.sharing))
     return tuple(out)
 
 
@@ -375,7 +380,7 @@ def parse_cluster(params: dict[str, Any], source: str) -> ClusterCfg:
         layout=layout,
         router=router,
         router_params=router_params,
-        transfer=TransferCfg(tr.link, tr.intra_link, tr.granularity, tr.layerwise),
+        transfer=TransferCfg(tr.link, tr.intra_link, tr.granularity, tr.layerwise, tr.sharing),
         tiers=_tiers(src, f),
         gpus_per_node=f.gpus_per_node,
         frontend_ns=ms_to_ns(f.frontend_ms),

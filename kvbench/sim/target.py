@@ -11,6 +11,7 @@ moves decoding requests between decode engines (MIGRATE).
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 from kvbench.records import (
@@ -40,7 +41,7 @@ from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState, decode_gate
 from kvbench.sim.rows import EmitRow, Row
 from kvbench.sim.star import Rescheduler
-from kvbench.sim.transfer import exposed_ns, message_count, overlapped_load_ns, transfer_ns
+from kvbench.sim.transfer import exposed_ns, message_count, overlapped_load_ns, send_all, transfer_ns
 
 if TYPE_CHECKING:  # annotations only: kvbench.target builds this module's SimTarget
     from kvbench.records import Emit
@@ -174,23 +175,23 @@ class SimTarget:
     ) -> None:
         """Bring the lower tiers' blocks into HBM, each tier over its own link, in parallel."""
         c_, pbt = self.cluster, self.pbt
-        end, nbytes, names = t, 0, []
+        sends, nbytes, names = [], 0, []
         for tier, c in zip(chain[1:], counts[1:]):
             if c:
                 msgs = message_count(self.model, c * pbt, e.block_tokens, self.gran)
                 link = tier.wire() if tier is not c_.pool else c_.pool_link_on(e.node)
-                end = max(end, link.start(t, c * pbt * self.kv_bytes, msgs))
+                sends.append((link, c * pbt * self.kv_bytes, msgs))
                 nbytes += c * pbt * self.kv_bytes
                 tier.hit_blocks += c
                 tier.touch(hashes)  # promotion leaves the lower copy, refreshed
                 names.append(f"{tier.kind}={c * pbt}")
         self.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link_name, nbytes, "load " + ",".join(names)))
         job.engine = e
+        hidden = None
         if job.hit_tier in c_.layerwise_loads:  # the prefill starts as the first layers land (KV_XFER_END then)
-            end -= overlapped_load_ns(
-                end - t, e.pricer.cost.prefill_ns(job.prefill_left, job.cached), self.model.n_layers
-            )
-        self.loop.at(end, self._loaded, job)
+            p_ns, layers = e.pricer.cost.prefill_ns(job.prefill_left, job.cached), self.model.n_layers
+            hidden = partial(overlapped_load_ns, prefill_ns=p_ns, layers=layers)
+        send_all(self.loop, t, sends, self._loaded, job, hidden)
 
     def _loaded(self, t: int, job: Job) -> None:
         e = job.engine
@@ -253,11 +254,10 @@ class SimTarget:
             full = transfer_ns(spec, nbytes, msgs)
             p_ns = src.pricer.cost.prefill_ns(job.n_in - job.cached, job.cached)
             begin = max(0, t - (full - exposed_ns(spec, nbytes, msgs, p_ns, self.model.n_layers)))
-        end = shared.start(begin, nbytes, msgs)
         if begin < t:  # the event marks the exposed tail (what TTFT pays); the detail keeps the wire's start
             detail = f"{detail} layerwise_from_ns={begin}"
         self.emit((t, job.rid, KV_XFER_START, src.name, tokens, None, spec.name, nbytes, detail))
-        self.loop.at(end if end > t else t, self.landed_cb, job)
+        shared.send(begin, nbytes, msgs, self.landed_cb, job)
 
     def _landed(self, t: int, job: Job) -> None:
         link = self.cluster.p2d(job.engine, job.decode)[0].link.name
