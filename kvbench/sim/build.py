@@ -13,6 +13,7 @@ from kvbench.sim.cluster import ClusterCfg, PoolCfg, location
 from kvbench.sim.cost import StepCost
 from kvbench.sim.cost.config import cost_model
 from kvbench.sim.engine import Engine, EngineHost
+from kvbench.sim.hostmem import HostMemory
 from kvbench.sim.kvcache import Tier
 from kvbench.sim.loop import Loop
 from kvbench.sim.pricer import PlainPricer, SpecPricer, StepPricer
@@ -43,6 +44,7 @@ class Cluster:
         "write_through",
         "layerwise_loads",
         "prefix_block_tokens",
+        "hostmem",
         "_pool_link",
         "_p2d",
     )
@@ -82,6 +84,10 @@ class Cluster:
         ]
         self.layerwise_loads = frozenset(tc.kind for tc in cfg.tiers if tc.layerwise)  # tiers loaded layer-wise
         self._p2d: dict[tuple[int, int], tuple[SharedLink, str]] = {}  # (src index, dst index) -> (link, detail)
+        self.hostmem = HostMemory(links, self.kv_bytes, self.messages)  # swap preemption, DRAM landings
+        pools = {p.role: p for p in cfg.pools}
+        for e in self.engines:
+            self.hostmem.add(e, pools[e.role], links, _where(cfg, f"pools.{pools[e.role].name}.dram_link"))
 
     def _chain_below(self, node: int) -> Tier | None:
         tiers = self.node_tiers[node]

@@ -17,6 +17,8 @@ TIER_KINDS = ("dram", "ssd", "pool")  # below the per-instance HBM prefix cache,
 TIER_SCOPES = {"dram": "node", "ssd": "node", "pool": "cluster"}
 GranularityName = Literal["layer-block", "layer", "request"]  # sim.transfer.GRANULARITIES (a test keeps them equal)
 LongContextMode = Literal["pipeline", "context_parallel"]
+Preempt = Literal["recompute", "swap"]  # what happens to a preempted request's KV
+KvLanding = Literal["hbm", "dram"]  # where P->D transfers land on the decode node
 Sharing = Literal["fifo", "fair"]  # sim.transfer.SHARING: how concurrent transfers share a link's wire
 # Router name -> its parameters and defaults (REFERENCE §3; SGLang defaults are the newer 0.3 / 64 / 1.5).
 ROUTER_PARAMS: dict[str, dict[str, Any]] = {
@@ -61,6 +63,10 @@ class PoolCfg:
     chunked_prefill: bool = True  # Sarathi: prefill chunks ride along decode steps
     cost: tuple[tuple[str, Any], ...] = ()  # the pool's cost-model table (model, gpu, tp, efficiencies, profile)
     gpus: int = 0  # GPUs of one instance: (ep if ep > 1 else tp) x pp; 0: tp
+    preempt: str = "recompute"  # recompute: re-prefill later; swap: KV to the node's DRAM and back (vLLM swap)
+    swap_gib: float = 4.0  # swap space per GPU in GiB (vLLM's swap_space default)
+    dram_link: str = "pcie5"  # the HBM <-> node DRAM link swaps and DRAM landings travel over
+    kv_landing: str = "hbm"  # dram: P->D KV lands in the decode node's DRAM, then goes to HBM over dram_link
 
     @property
     def instance_gpus(self) -> int:
@@ -175,6 +181,10 @@ class _PoolFile:
     pp_link: Any = None
     profile: Any = None
     cost: Any = None  # "aic:BACKEND": step times from AIConfigurator (kvbench/sim/cost/aic.py)
+    preempt: Preempt = "recompute"
+    swap_gib: Annotated[float, Range(0, open_lo=True)] = 4.0
+    dram_link: Link = "pcie5"
+    kv_landing: KvLanding = "hbm"
 
 
 @dataclass(frozen=True)
@@ -270,7 +280,14 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
         cost["gpus_per_node"] = f.gpus_per_node
         engine = {k: getattr(f.engine if getattr(t, k) is None else t, k) for k in ENGINE_KEYS}
         gpus = _instance_gpus(src, name, t, f.gpus_per_node)
-        out.append(PoolCfg(name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), gpus=gpus, **engine))
+        if t.kv_landing == "dram" and t.role != "decode":
+            raise src.error(("pools", name, "kv_landing"), f"pools.{name}.kv_landing: 'dram' is for a decode pool")
+        out.append(
+            PoolCfg(
+                name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), gpus=gpus, **engine,
+                preempt=t.preempt, swap_gib=t.swap_gib, dram_link=t.dram_link, kv_landing=t.kv_landing,
+            )
+        )  # fmt: skip
     gpus = sum(p.instances * p.instance_gpus for p in out)
     if gpus > MAX_GPUS:
         raise src.error(

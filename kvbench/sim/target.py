@@ -73,6 +73,7 @@ class SimTarget:
         self.model, self.gran = c.model, c.gran
         self.layerwise, self.prefix_caching = cfg.transfer.layerwise, cfg.prefix_caching
         self.frontend_ns = cfg.frontend_ns
+        self.hostmem = c.hostmem
         self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
 
     # ---- Target protocol
@@ -238,6 +239,8 @@ class SimTarget:
         if job.parts:
             assert self.longctx is not None  # only the long-context split makes part jobs
             return self.longctx.transfer(t, job)
+        if self.hostmem.swapped and self.hostmem.swap_in(e, job, t):
+            return  # a swapped-out request comes back from DRAM
         self._transfer(t, job, job.engine, e, overlap=False)
 
     def _transfer(self, t: int, job: Job, src: Engine, dst: Engine, overlap: bool) -> None:
@@ -266,7 +269,13 @@ class SimTarget:
         self.decode_landed(t, job)
 
     def decode_landed(self, t: int, job: Job) -> None:
-        """The prompt's KV is on the decode engine: first token, then decode there."""
+        """The prompt's KV is on the decode node: in HBM now, or first in DRAM (kv_landing = "dram")."""
+        if self.hostmem.landing and self.hostmem.land(t, job, self._in_hbm):
+            return
+        self._in_hbm(t, job)
+
+    def _in_hbm(self, t: int, job: Job) -> None:
+        """The prompt's KV is in the decode engine's HBM: first token, then decode there."""
         dec = job.decode
         emit, rid = self.emit, job.rid
         job.engine = dec
