@@ -87,7 +87,8 @@ class Cluster:
         self.hostmem = HostMemory(links, self.kv_bytes, self.messages)  # swap preemption, DRAM landings
         pools = {p.role: p for p in cfg.pools}
         for e in self.engines:
-            self.hostmem.add(e, pools[e.role], links, _where(cfg, f"pools.{pools[e.role].name}.dram_link"))
+            where = _where(cfg, f"pools.{pools[e.role].name}.dram_link")
+            self.hostmem.add(e, pools[e.role], links, where, cfg.gpus_per_node)
 
     def _chain_below(self, node: int) -> Tier | None:
         tiers = self.node_tiers[node]

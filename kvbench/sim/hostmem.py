@@ -4,7 +4,9 @@
   copied to the node's DRAM over the pool's `dram_link` (PREEMPT with detail `swap`, then a KV_XFER pair
   `swap-out`). When the copy is done the request waits at the head of the engine's hand-off queue: it comes back
   as soon as its KV fits again, before new admissions and hand-offs, over the same link (`swap-in`), and rejoins
-  the decode batch where it stopped. The swap space is `swap_gib` GiB per GPU of the instance; a victim that does
+  the decode batch where it stopped. `dram_link` is one GPU's host link: an instance's GPUs copy their shards of
+  the KV over their own links at once (one link per node is simulated, so instances sharing a node contend on it).
+  The swap space is `swap_gib` GiB per GPU of the instance; a victim that does
   not fit is recomputed as before.
 * DRAM landing (`kv_landing = "dram"` on the decode pool, Mooncake's path): a P->D transfer from another node
   lands in the decode node's DRAM, and the KV then goes to HBM over `dram_link` (a KV_XFER pair `dram->hbm`) before the request's
@@ -14,13 +16,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kvbench.records import KV_XFER_END, KV_XFER_START, PREEMPT
 from kvbench.sim.cluster import PoolCfg
 from kvbench.sim.engine import Engine
 from kvbench.sim.job import Job
-from kvbench.sim.transfer import Links, SharedLink
+from kvbench.sim.transfer import Done, Links, SharedLink
 
 Landed = Callable[[int, Job], None]  # the request lifecycle's "KV is in the decode engine's HBM"
 GIB = 1 << 30
@@ -33,7 +35,7 @@ class MessageCount(Protocol):
 class HostMemory:
     """Swap spaces and DRAM landings of every engine whose pool asks for them."""
 
-    __slots__ = ("kv_bytes", "messages", "swap_room", "swapped", "landing", "_links")
+    __slots__ = ("kv_bytes", "messages", "swap_room", "swapped", "landing", "_links", "_shards")
 
     def __init__(self, links: Links, kv_bytes: int, messages: MessageCount) -> None:
         self.kv_bytes = kv_bytes
@@ -42,17 +44,25 @@ class HostMemory:
         self.swapped: set[Job] = set()  # swapped out and not yet back in HBM
         self.landing: dict[Engine, SharedLink] = {}  # decode engines whose P->D KV lands in DRAM -> their host link
         self._links: dict[Engine, SharedLink] = {}
+        self._shards: dict[Engine, int] = {}  # engine -> its GPUs on one node, each copying its shard in parallel
 
-    def add(self, e: Engine, pool: PoolCfg, links: Links, where: str) -> None:
+    def add(self, e: Engine, pool: PoolCfg, links: Links, where: str, gpus_per_node: int) -> None:
         """Wire engine `e` of `pool` (its swap space and hooks) if the pool asks for swap or a DRAM landing."""
         if pool.preempt != "swap" and pool.kv_landing != "dram":
             return
         self._links[e] = link = links.on(e.node, pool.dram_link, where)
+        self._shards[e] = min(pool.instance_gpus, gpus_per_node)
         if pool.preempt == "swap":
             self.swap_room[e] = int(pool.swap_gib * GIB) * pool.instance_gpus // self.kv_bytes
             e.swap = self.swap_out
         if pool.kv_landing == "dram":
             self.landing[e] = link
+
+    def _copy(self, e: Engine, link: SharedLink, tokens: int, done: Done, arg: Any, t: int) -> None:
+        """Copy `tokens` of e's KV over the host link: each GPU of the instance moves its shard over its own PCIe
+        link at once, so the copy takes one shard's time (the link's bytes count one GPU's shard)."""
+        shard = -(-tokens * self.kv_bytes // self._shards[e])
+        link.send(t, shard, self.messages(tokens, e.block_tokens), done, arg)
 
     # ---- preemption by swap
     def swap_out(self, e: Engine, job: Job, t: int) -> bool:
@@ -65,7 +75,7 @@ class HostMemory:
         link, emit, nbytes = self._links[e], e.host.emit, tokens * self.kv_bytes
         emit((t, job.rid, PREEMPT, e.name, tokens, None, None, None, "swap"))
         emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link.link.name, nbytes, "swap-out"))
-        link.send(t, nbytes, self.messages(tokens, e.block_tokens), self._out, (e, job))
+        self._copy(e, link, tokens, self._out, (e, job), t)
         return True
 
     def _out(self, t: int, arg: tuple[Engine, Job]) -> None:
@@ -86,7 +96,7 @@ class HostMemory:
         tokens, link = job.ctx, self._links[e]
         nbytes = tokens * self.kv_bytes
         e.host.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link.link.name, nbytes, "swap-in"))
-        link.send(t, nbytes, self.messages(tokens, e.block_tokens), self._in, (e, job))
+        self._copy(e, link, tokens, self._in, (e, job), t)
         return True
 
     def _in(self, t: int, arg: tuple[Engine, Job]) -> None:
@@ -108,7 +118,7 @@ class HostMemory:
         tokens = job.ctx
         nbytes = tokens * self.kv_bytes
         e.host.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link.link.name, nbytes, "dram->hbm"))
-        link.send(t, nbytes, self.messages(tokens, e.block_tokens), self._hbm, (job, landed))
+        self._copy(e, link, tokens, self._hbm, (job, landed), t)
         return True
 
     def _hbm(self, t: int, arg: tuple[Job, Landed]) -> None:

@@ -58,9 +58,11 @@ def test_swap_without_room_in_the_swap_space_recomputes() -> None:
     assert [e.tokens for e in events if e.kind == "FINISH"] == [400, 400]
 
 
-def landing(kv_landing: str, gpus_per_node: int = 1) -> list[Event]:
+def landing(kv_landing: str, gpus_per_node: int = 1, tp: int = 1) -> list[Event]:
     params = pd(1, 1, gpus_per_node=gpus_per_node, transfer={"layerwise": False})
     params["pools"]["decode"]["kv_landing"] = kv_landing
+    for pool in params["pools"].values():
+        pool["tp"] = tp
     return run_sim(params, [Request(0, 0, 1024, 4)])[0]
 
 
@@ -77,6 +79,13 @@ def test_kv_landing_in_dram_adds_the_host_link_hop_before_the_first_token() -> N
     ]
     assert by_kind(dram, 0)["FIRST_TOKEN"].t_ns == by_kind(hbm, 0)["FIRST_TOKEN"].t_ns + hop_ns
     assert by_kind(dram, 0)["FINISH"].t_ns == by_kind(hbm, 0)["FINISH"].t_ns + hop_ns
+
+
+def test_each_gpu_of_an_instance_copies_its_shard_over_its_own_host_link() -> None:
+    # tp 2 on nodes of 2 GPUs: each GPU moves half of the 134,217,728 B, at once: 67,108,864 / 54.4e9 B/s
+    hbm, dram = landing("hbm", 2, tp=2), landing("dram", 2, tp=2)
+    hop = by_kind(dram, 0)["FIRST_TOKEN"].t_ns - by_kind(hbm, 0)["FIRST_TOKEN"].t_ns
+    assert hop == PCIE_LATENCY_NS + 1_233_618
 
 
 def test_kv_landing_within_a_node_goes_gpu_to_gpu() -> None:
