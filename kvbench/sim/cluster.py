@@ -17,8 +17,6 @@ TIER_KINDS = ("dram", "ssd", "pool")  # below the per-instance HBM prefix cache,
 TIER_SCOPES = {"dram": "node", "ssd": "node", "pool": "cluster"}
 GranularityName = Literal["layer-block", "layer", "request"]  # sim.transfer.GRANULARITIES (a test keeps them equal)
 LongContextMode = Literal["pipeline", "context_parallel"]
-Preempt = Literal["recompute", "swap"]  # what happens to a preempted request's KV
-KvLanding = Literal["hbm", "dram"]  # where P->D transfers land on the decode node
 Sharing = Literal["fifo", "fair"]  # sim.transfer.SHARING: how concurrent transfers share a link's wire
 # Router name -> its parameters and defaults (REFERENCE §3; SGLang defaults are the newer 0.3 / 64 / 1.5).
 ROUTER_PARAMS: dict[str, dict[str, Any]] = {
@@ -181,10 +179,10 @@ class _PoolFile:
     pp_link: Any = None
     profile: Any = None
     cost: Any = None  # "aic:BACKEND": step times from AIConfigurator (kvbench/sim/cost/aic.py)
-    preempt: Preempt = "recompute"
+    preempt: Literal["recompute", "swap"] = "recompute"
     swap_gib: Annotated[float, Range(0, open_lo=True)] = 4.0
     dram_link: Link = "pcie5"
-    kv_landing: KvLanding = "hbm"
+    kv_landing: Literal["hbm", "dram"] = "hbm"
 
 
 @dataclass(frozen=True)
@@ -282,12 +280,13 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
         gpus = _instance_gpus(src, name, t, f.gpus_per_node)
         if t.kv_landing == "dram" and t.role != "decode":
             raise src.error(("pools", name, "kv_landing"), f"pools.{name}.kv_landing: 'dram' is for a decode pool")
+        host: dict[str, Any] = {"preempt": t.preempt, "dram_link": t.dram_link, "kv_landing": t.kv_landing}
+        cost_items = tuple(sorted(cost.items()))
         out.append(
             PoolCfg(
-                name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), gpus=gpus, **engine,
-                preempt=t.preempt, swap_gib=t.swap_gib, dram_link=t.dram_link, kv_landing=t.kv_landing,
+                name, t.role, t.instances, t.tp or 1, cost=cost_items, gpus=gpus, swap_gib=t.swap_gib, **engine, **host
             )
-        )  # fmt: skip
+        )
     gpus = sum(p.instances * p.instance_gpus for p in out)
     if gpus > MAX_GPUS:
         raise src.error(

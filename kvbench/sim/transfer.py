@@ -209,7 +209,8 @@ class FairLink(SharedLink):
         return ready + sum(min(r - served, work) for r in left[i:] if r > served) + work
 
     def send(self, t_ns: int, nbytes: int, messages: int, done: Done | None, arg: Any = None, advance: int = 0) -> None:
-        """Begin a transfer at t_ns (t_ns may lie in the past: a layer-wise stream that began during a prefill)."""
+        """Begin a transfer at t_ns; done(t, arg) runs `advance` ns before its last byte lands (never before now).
+        t_ns may lie in the past: a layer-wise stream that began during its prefill."""
         assert self.loop is not None, "a fair-share link is built with the loop it schedules on"
         self.bytes_moved += nbytes
         self.transfers += 1
@@ -220,8 +221,9 @@ class FairLink(SharedLink):
         if ready > now:
             self.loop.at(ready, self._enter, (flow, work))
             return
-        # Begun in the past: the part it would have sent alone since `ready` is gone already.
-        self._enter(now, (flow, max(0, work - (now - ready))))
+        # Begun in the past (a layer-wise stream during its prefill): what it would have sent since `ready` beside the
+        # transfers on the wire now is gone already (the link keeps no history of who was on it back then).
+        self._enter(now, (flow, max(0, work - (now - ready) // (len(self._flows) + 1))))
 
     def _enter(self, t: int, flow_work: tuple[_Flow, int]) -> None:
         flow, work = flow_work

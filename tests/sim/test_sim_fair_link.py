@@ -96,6 +96,18 @@ def test_a_stream_begun_in_the_past_has_sent_its_head_already() -> None:
     assert ends == [2_000]
 
 
+def test_a_stream_begun_in_the_past_shared_the_wire_with_those_on_it_now() -> None:
+    # a: 100,000 B on the wire from 0. b begun at -4,000 (ready -3,000): its 3,000 ns beside a moved 1,500 B, so it
+    # joins at 0 with 3,500 B left; at half speed it ends at 7,000
+    loop = Loop()
+    link = FairLink(LINK, loop)
+    ends: list[int] = []
+    link.send(-1000, 100_000, 1, None)
+    link.send(-4000, 5000, 1, lambda t, _: ends.append(t))
+    loop.run()
+    assert ends == [7_000]
+
+
 def params(sharing: str) -> dict:
     # P and D on different nodes (1 GPU a node): the P->D transfer and the pool write leave over node 0's "tcp" link
     # (30 us per message, 25 GB/s x 0.6 = 15 GB/s), one message per layer
