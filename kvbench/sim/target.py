@@ -4,7 +4,7 @@ A request's life: ARRIVE, SEND -> router (ROUTE or REJECT) -> prefix lookup down
 lower tier is a KV_XFER_START/END on that tier's link) -> prefill on the first engine (PREFILL_START/END) ->
 colocated: FIRST_TOKEN at the end of the step that completes the prefill, then decode there;
 PD: KV_XFER_START/END to the decode engine (layer-wise streaming hides all but the exposed tail), FIRST_TOKEN when
-the KV lands, DECODE_START, decode -> LAST_TOKEN, FINISH. Preemption (PREEMPT) recomputes; STAR rescheduling
+the KV lands, DECODE_START, decode -> LAST_TOKEN, FINISH. Preemption (PREEMPT) recomputes or swaps; STAR rescheduling
 moves decoding requests between decode engines (MIGRATE).
 """
 
