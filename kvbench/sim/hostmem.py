@@ -42,7 +42,7 @@ class HostMemory:
         self.messages = messages
         self.swap_room: dict[Engine, int] = {}  # engine -> tokens of swap space free on its node's DRAM
         self.swapped: set[Job] = set()  # swapped out and not yet back in HBM
-        self.landing: dict[Engine, SharedLink] = {}  # decode engines whose P->D KV lands in DRAM -> their host link
+        self.landing: set[Engine] = set()  # decode engines whose P->D KV lands in DRAM
         self._links: dict[Engine, SharedLink] = {}
         self._shards: dict[Engine, int] = {}  # engine -> its GPUs on one node, each copying its shard in parallel
 
@@ -50,19 +50,27 @@ class HostMemory:
         """Wire engine `e` of `pool` (its swap space and hooks) if the pool asks for swap or a DRAM landing."""
         if pool.preempt != "swap" and pool.kv_landing != "dram":
             return
-        self._links[e] = link = links.on(e.node, pool.dram_link, where)
+        self._links[e] = links.on(e.node, pool.dram_link, where)
         self._shards[e] = min(pool.instance_gpus, gpus_per_node)
         if pool.preempt == "swap":
             self.swap_room[e] = int(pool.swap_gib * GIB) * pool.instance_gpus // self.kv_bytes
             e.swap = self.swap_out
         if pool.kv_landing == "dram":
-            self.landing[e] = link
+            self.landing.add(e)
 
-    def _copy(self, e: Engine, link: SharedLink, tokens: int, done: Done, arg: Any, t: int) -> None:
-        """Copy `tokens` of e's KV over the host link: each GPU of the instance moves its shard over its own PCIe
-        link at once, so the copy takes one shard's time (the link's bytes count one GPU's shard)."""
-        shard = -(-tokens * self.kv_bytes // self._shards[e])
-        link.send(t, shard, self.messages(tokens, e.block_tokens), done, arg)
+    def _copy(self, e: Engine, job: Job, what: str, done: Done, arg: Any, t: int) -> None:
+        """Copy job.ctx tokens of e's KV over the host link (KV_XFER_START, detail `what`): each GPU of the instance
+        moves its shard over its own PCIe link at once, so the copy takes one shard's time (the link counts one
+        GPU's shard)."""
+        tokens, link = job.ctx, self._links[e]
+        nbytes = tokens * self.kv_bytes
+        e.host.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link.link.name, nbytes, what))
+        link.send(t, -(-nbytes // self._shards[e]), self.messages(tokens, e.block_tokens), done, arg)
+
+    def _copied(self, e: Engine, job: Job, what: str, t: int) -> None:
+        tokens = job.ctx
+        link = self._links[e].link.name
+        e.host.emit((t, job.rid, KV_XFER_END, e.name, tokens, None, link, tokens * self.kv_bytes, what))
 
     # ---- preemption by swap
     def swap_out(self, e: Engine, job: Job, t: int) -> bool:
@@ -72,17 +80,13 @@ class HostMemory:
             return False
         self.swap_room[e] -= tokens
         self.swapped.add(job)
-        link, emit, nbytes = self._links[e], e.host.emit, tokens * self.kv_bytes
-        emit((t, job.rid, PREEMPT, e.name, tokens, None, None, None, "swap"))
-        emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link.link.name, nbytes, "swap-out"))
-        self._copy(e, link, tokens, self._out, (e, job), t)
+        e.host.emit((t, job.rid, PREEMPT, e.name, tokens, None, None, None, "swap"))
+        self._copy(e, job, "swap-out", self._out, (e, job), t)
         return True
 
     def _out(self, t: int, arg: tuple[Engine, Job]) -> None:
         e, job = arg
-        tokens = job.ctx
-        link = self._links[e].link.name
-        e.host.emit((t, job.rid, KV_XFER_END, e.name, tokens, None, link, tokens * self.kv_bytes, "swap-out"))
+        self._copied(e, job, "swap-out", t)
         e.incoming.appendleft(job)  # first in line for KV room: drained at the next step end, or now if idle
         if not e.busy and not e.hold:
             e._drain_incoming(t)
@@ -93,37 +97,26 @@ class HostMemory:
         False: not a swapped job (a P->D hand-off waiting for room)."""
         if job not in self.swapped:
             return False
-        tokens, link = job.ctx, self._links[e]
-        nbytes = tokens * self.kv_bytes
-        e.host.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link.link.name, nbytes, "swap-in"))
-        self._copy(e, link, tokens, self._in, (e, job), t)
+        self._copy(e, job, "swap-in", self._in, (e, job), t)
         return True
 
     def _in(self, t: int, arg: tuple[Engine, Job]) -> None:
         e, job = arg
-        tokens = job.ctx
         self.swapped.discard(job)
-        self.swap_room[e] += tokens
-        link = self._links[e].link.name
-        e.host.emit((t, job.rid, KV_XFER_END, e.name, tokens, None, link, tokens * self.kv_bytes, "swap-in"))
+        self.swap_room[e] += job.ctx
+        self._copied(e, job, "swap-in", t)
         e.join_decode(job, job.steps_left, t)
 
     # ---- P->D transfers landing in the decode node's DRAM
     def land(self, t: int, job: Job, landed: Landed) -> bool:
         """The P->D KV is in the decode node's DRAM: load it into HBM, then landed(t, job). False: it is in HBM."""
         e = job.decode
-        link = self.landing.get(e)
-        if link is None or job.engine.node == e.node:  # within a node KV goes GPU to GPU (NVLink)
+        if e not in self.landing or job.engine.node == e.node:  # within a node KV goes GPU to GPU (NVLink)
             return False
-        tokens = job.ctx
-        nbytes = tokens * self.kv_bytes
-        e.host.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link.link.name, nbytes, "dram->hbm"))
-        self._copy(e, link, tokens, self._hbm, (job, landed), t)
+        self._copy(e, job, "dram->hbm", self._hbm, (job, landed), t)
         return True
 
     def _hbm(self, t: int, arg: tuple[Job, Landed]) -> None:
         job, landed = arg
-        e, tokens = job.decode, job.ctx
-        link = self.landing[e].link.name
-        e.host.emit((t, job.rid, KV_XFER_END, e.name, tokens, None, link, tokens * self.kv_bytes, "dram->hbm"))
+        self._copied(job.decode, job, "dram->hbm", t)
         landed(t, job)

@@ -85,27 +85,25 @@ def test_send_all_joins_links_and_a_callback_may_come_early() -> None:
     assert ends == [3_500]
 
 
+def past_stream(beside: int) -> int:
+    """When a 5,000-B stream begun at -4,000 (ready at -3,000) lands, beside `beside` B on the wire from 0."""
+    loop = Loop()
+    link = FairLink(LINK, loop)
+    ends: list[int] = []
+    if beside:
+        link.send(-1000, beside, 1, None)
+    link.send(-4000, 5000, 1, lambda t, _: ends.append(t))
+    loop.run()
+    return ends[0]
+
+
 def test_a_stream_begun_in_the_past_has_sent_its_head_already() -> None:
-    # a layer-wise P->D stream pretends it began at -4,000 (during the prefill): alone it would have been on the
-    # wire from -3,000, so at 0 it has 3,000 of its 5,000 B sent; the rest alone -> 2,000
-    loop = Loop()
-    link = FairLink(LINK, loop)
-    ends: list[int] = []
-    link.send(-4000, 5000, 1, lambda t, _: ends.append(t))
-    loop.run()
-    assert ends == [2_000]
-
-
-def test_a_stream_begun_in_the_past_shared_the_wire_with_those_on_it_now() -> None:
-    # a: 100,000 B on the wire from 0. b begun at -4,000 (ready -3,000): its 3,000 ns beside a moved 1,500 B, so it
-    # joins at 0 with 3,500 B left; at half speed it ends at 7,000
-    loop = Loop()
-    link = FairLink(LINK, loop)
-    ends: list[int] = []
-    link.send(-1000, 100_000, 1, None)
-    link.send(-4000, 5000, 1, lambda t, _: ends.append(t))
-    loop.run()
-    assert ends == [7_000]
+    # a layer-wise P->D stream pretends it began during the prefill: alone, by 0 it has sent 3,000 of its 5,000 B;
+    # the rest alone -> 2,000
+    assert past_stream(0) == 2_000
+    # beside a 100,000-B transfer on the wire now, its 3,000 ns moved 1,500 B (half the wire): 3,500 B left at half
+    # speed -> 7,000
+    assert past_stream(100_000) == 7_000
 
 
 def params(sharing: str) -> dict:
