@@ -228,6 +228,7 @@ class FairLink(SharedLink):
     def _enter(self, t: int, flow_work: tuple[_Flow, int]) -> None:
         flow, work = flow_work
         self._advance(t)
+        self._carry = 0  # under 1 ns of service at the old share: dropped, so the carry stays below n
         flow.tag = self._v + work
         self._flows.append(flow)
         self._reschedule(t)
@@ -267,10 +268,12 @@ class FairLink(SharedLink):
         self._advance(t)
         n, due = len(self._flows), []
         for f in self._flows:
-            if not f.notified and self._when(f, n) <= t:
+            if not f.notified and (f.tag <= self._v or self._when(f, n) <= t):
                 f.notified = True
                 due.append(f)
-        self._flows = [f for f in self._flows if f.tag > self._v]
+        flows = [f for f in self._flows if f.tag > self._v]
+        if len(flows) < n:
+            self._flows, self._carry = flows, 0
         self._reschedule(t)
         for f in due:
             assert f.done is not None
