@@ -13,6 +13,7 @@ from kvbench.sim.cluster import ClusterCfg, PoolCfg, location
 from kvbench.sim.cost import StepCost
 from kvbench.sim.cost.config import cost_model
 from kvbench.sim.engine import Engine, EngineHost
+from kvbench.sim.hostmem import HostMemory
 from kvbench.sim.kvcache import InflightShare, Tier
 from kvbench.sim.loop import Loop
 from kvbench.sim.pricer import PlainPricer, SpecPricer, StepPricer
@@ -45,13 +46,14 @@ class Cluster:
         "layerwise_loads",
         "prefix_block_tokens",
         "replicas",
+        "hostmem",
         "_pool_link",
         "_p2d",
     )
 
     def __init__(self, cfg: ClusterCfg, host: EngineHost, loop: Loop, rows: AppendStep, rng: random.Random) -> None:
         self.cfg = cfg
-        self.links = links = Links()
+        self.links = links = Links(loop, fair_links(cfg))
         for key, ref in (
             ("transfer.link", cfg.transfer.link),
             ("transfer.intra_link", cfg.transfer.intra_link),
@@ -90,6 +92,11 @@ class Cluster:
         ]
         self.layerwise_loads = frozenset(tc.kind for tc in cfg.tiers if tc.layerwise)  # tiers loaded layer-wise
         self._p2d: dict[tuple[int, int], tuple[SharedLink, str]] = {}  # (src index, dst index) -> (link, detail)
+        self.hostmem = HostMemory(links, self.kv_bytes, self.messages)  # swap preemption, DRAM landings
+        pools = {p.role: p for p in cfg.pools}
+        for e in self.engines:
+            where = _where(cfg, f"pools.{pools[e.role].name}.dram_link")
+            self.hostmem.add(e, pools[e.role], links, where, cfg.gpus_per_node)
 
     def _chain_below(self, node: int) -> Tier | None:
         tiers = self.node_tiers[node]
@@ -122,7 +129,7 @@ class Cluster:
             new = (tier.inserted - before) * pbt
             if new:
                 link = self.pool_link_on(src.node) if tier is self.pool else tier.wire()
-                link.start(t, new * self.kv_bytes, self.messages(new, src.block_tokens))
+                link.send(t, new * self.kv_bytes, self.messages(new, src.block_tokens), None)
 
     def link_between(self, src: Engine, dst: Engine, between_nodes: LinkRef) -> SharedLink:
         """The shared link KV leaves `src` on towards `dst`: the intra-node link, or `between_nodes`."""
@@ -141,6 +148,14 @@ class Cluster:
     def messages(self, tokens: int, block_tokens: int) -> int:
         """Messages that move `tokens` tokens of KV paged in blocks of `block_tokens` (the profile's granularity)."""
         return message_count(self.model, tokens, block_tokens, self.gran)
+
+
+def fair_links(cfg: ClusterCfg) -> frozenset[LinkRef]:
+    """Links the profile shares fairly (`sharing = "fair"` on the transfer table or a tier)."""
+    fair: set[LinkRef] = {tc.link for tc in cfg.tiers if tc.sharing == "fair"}
+    if cfg.transfer.sharing == "fair":
+        fair |= {cfg.transfer.link, cfg.transfer.intra_link}
+    return frozenset(fair)
 
 
 def _where(cfg: ClusterCfg, key: str) -> str:

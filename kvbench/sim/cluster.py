@@ -17,6 +17,7 @@ TIER_KINDS = ("dram", "ssd", "pool")  # below the per-instance HBM prefix cache,
 TIER_SCOPES = {"dram": "node", "ssd": "node", "pool": "cluster"}
 GranularityName = Literal["layer-block", "layer", "request"]  # sim.transfer.GRANULARITIES (a test keeps them equal)
 LongContextMode = Literal["pipeline", "context_parallel"]
+Sharing = Literal["fifo", "fair"]  # sim.transfer.SHARING: how concurrent transfers share a link's wire
 # Router name -> its parameters and defaults (REFERENCE §3; SGLang defaults are the newer 0.3 / 64 / 1.5).
 ROUTER_PARAMS: dict[str, dict[str, Any]] = {
     "round_robin": {},
@@ -61,6 +62,10 @@ class PoolCfg:
     share_inflight: bool = False  # HBM prefix blocks are shared while in use, not only once released
     cost: tuple[tuple[str, Any], ...] = ()  # the pool's cost-model table (model, gpu, tp, efficiencies, profile)
     gpus: int = 0  # GPUs of one instance: (ep if ep > 1 else tp) x pp; 0: tp
+    preempt: str = "recompute"  # recompute: re-prefill later; swap: KV to the node's DRAM and back (vLLM swap)
+    swap_gib: float = 4.0  # swap space per GPU in GiB (vLLM's swap_space default)
+    dram_link: str = "pcie5"  # the HBM <-> node DRAM link swaps and DRAM landings travel over
+    kv_landing: str = "hbm"  # dram: P->D KV lands in the decode node's DRAM, then goes to HBM over dram_link
 
     @property
     def instance_gpus(self) -> int:
@@ -76,6 +81,7 @@ class TierCfg:
     layerwise: bool = False  # loads from here overlap the prefill layer by layer (LMCache, Mooncake)
     replicas: int = 0  # pool: 0 = a read uses the reader's NIC only; n = placed copies, hot blocks up to n
     replicate_hot: int = 0  # pool: reads of a block after which it gains a copy (0: never)
+    sharing: str = "fifo"  # its link shares the wire FIFO or fair (processor sharing)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class TransferCfg:
     intra_link: str = "nvlink-h100"  # P->D within a node
     granularity: str = "layer"
     layerwise: bool = True  # stream layer by layer during prefill: only the exposed tail counts toward TTFT
+    sharing: str = "fifo"  # link and intra_link share the wire FIFO or fair (processor sharing)
 
 
 @dataclass(frozen=True)
@@ -177,6 +184,10 @@ class _PoolFile:
     pp_link: Any = None
     profile: Any = None
     cost: Any = None  # "aic:BACKEND": step times from AIConfigurator (kvbench/sim/cost/aic.py)
+    preempt: Literal["recompute", "swap"] = "recompute"
+    swap_gib: Annotated[float, Range(0, open_lo=True)] = 4.0
+    dram_link: Link = "pcie5"
+    kv_landing: Literal["hbm", "dram"] = "hbm"
 
 
 @dataclass(frozen=True)
@@ -185,6 +196,7 @@ class _TransferFile:
     intra_link: Link = "nvlink-h100"
     granularity: GranularityName = "layer"
     layerwise: bool = True
+    sharing: Sharing = "fifo"
 
 
 @dataclass(frozen=True)
@@ -195,6 +207,7 @@ class _TierFile:
     layerwise: bool = False
     replicas: Annotated[int, Range(0, MAX_INSTANCES)] = 0  # the pool tier only
     replicate_hot: Annotated[int, Range(0)] = 0
+    sharing: Sharing = "fifo"
 
 
 @dataclass(frozen=True)
@@ -272,7 +285,15 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
         cost["gpus_per_node"] = f.gpus_per_node
         engine = {k: getattr(f.engine if getattr(t, k) is None else t, k) for k in ENGINE_KEYS}
         gpus = _instance_gpus(src, name, t, f.gpus_per_node)
-        out.append(PoolCfg(name, t.role, t.instances, t.tp or 1, cost=tuple(sorted(cost.items())), gpus=gpus, **engine))
+        if t.kv_landing == "dram" and t.role != "decode":
+            raise src.error(("pools", name, "kv_landing"), f"pools.{name}.kv_landing: 'dram' is for a decode pool")
+        host: dict[str, Any] = {"preempt": t.preempt, "dram_link": t.dram_link, "kv_landing": t.kv_landing}
+        cost_items = tuple(sorted(cost.items()))
+        out.append(
+            PoolCfg(
+                name, t.role, t.instances, t.tp or 1, cost=cost_items, gpus=gpus, swap_gib=t.swap_gib, **engine, **host
+            )
+        )
     gpus = sum(p.instances * p.instance_gpus for p in out)
     if gpus > MAX_GPUS:
         raise src.error(
@@ -333,7 +354,12 @@ def _tiers(src: Source, f: _ClusterFile) -> tuple[TierCfg, ...]:
             capacity = _tokens(src, ("tiers", kind, "capacity_tokens"), t.capacity_tokens)
             if kind != "pool" and (t.replicas or t.replicate_hot):
                 raise src.error(("tiers", kind), f"tiers.{kind}: replicas and replicate_hot are keys of tiers.pool")
-            out.append(TierCfg(kind, capacity, link, t.write_through, t.layerwise, t.replicas, t.replicate_hot))
+            tier = (t.write_through, t.layerwise, t.replicas, t.replicate_hot, t.sharing)
+            out.append(TierCfg(kind, capacity, link, *tier))
+    if any(tc.replicas for tc in out) and "fair" in (f.transfer.sharing, *(tc.sharing for tc in out)):
+        raise src.error(
+            ("tiers", "pool"), 'tiers.pool.replicas reads placed copies over FIFO links: drop sharing = "fair"'
+        )
     return tuple(out)
 
 
@@ -384,7 +410,7 @@ def parse_cluster(params: dict[str, Any], source: str) -> ClusterCfg:
         layout=layout,
         router=router,
         router_params=router_params,
-        transfer=TransferCfg(tr.link, tr.intra_link, tr.granularity, tr.layerwise),
+        transfer=TransferCfg(tr.link, tr.intra_link, tr.granularity, tr.layerwise, tr.sharing),
         tiers=_tiers(src, f),
         gpus_per_node=f.gpus_per_node,
         frontend_ns=ms_to_ns(f.frontend_ms),

@@ -22,6 +22,8 @@ from kvbench.sim.rows import AppendStep, EmitRow
 
 # Called when a job leaves the decode batch at a step boundary: (job, decode steps it still needs, t_ns).
 Detached = Callable[[Job, int, int], None]
+# Preemption by swap: (engine, victim out of the batch, t_ns) -> True when its KV went to DRAM (else recompute).
+Swap = Callable[["Engine", Job, int], bool]
 
 
 class EngineHost(Protocol):
@@ -64,6 +66,7 @@ class Engine:
         "waiting", "prefilling", "running", "incoming", "joining", "leaving", "queued_tokens",  # jobs here
         "decode_heap", "batch", "steps", "seq", "kv_used", "kv_batch",  # the decode batch and the KV in use
         "busy", "hold", "version", "current",  # the step in flight
+        "swap",  # preemption by swap (kvbench/sim/hostmem.py), None: recompute
     )
     # fmt: on
 
@@ -114,6 +117,7 @@ class Engine:
         self.leaving: list[tuple[Job, Detached]] = []  # jobs to take out of the batch at the run's end (migration)
         self.watermark = self.kv_total // 100  # admissions leave this much KV free (vLLM's 1 % watermark)
         self.end_cb = self._end  # bound once: scheduled at every step
+        self.swap: Swap | None = None  # set for pools with preempt = "swap"
 
     # ---- load signals for routers
     def load(self) -> int:
@@ -406,6 +410,8 @@ class Engine:
         if self.hbm is not None and self.hbm.share is not None:
             self.hbm.share.release(self, victim)
         victim.steps_left = left
+        if self.swap is not None and self.swap(self, victim, t):
+            return  # its KV went to DRAM and comes back when it fits
         victim.prefill_left, victim.ctx = victim.ctx, 0  # recompute prompt + generated tokens
         victim.preempts += 1
         self.waiting.appendleft(victim)

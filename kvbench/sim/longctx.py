@@ -23,7 +23,7 @@ from kvbench.sim.job import Job
 from kvbench.sim.loop import Loop
 from kvbench.sim.rows import EmitRow
 from kvbench.sim.spec import LinkSpec, ModelSpec
-from kvbench.sim.transfer import SharedLink, transfer_ns
+from kvbench.sim.transfer import SharedLink, send_all, transfer_ns
 
 
 class SplitView(Protocol):
@@ -122,12 +122,13 @@ class LongContext:
 
     def transfer(self, t: int, job: Job) -> None:
         """Every slice's KV goes to the decode instance over its own node's link, in parallel."""
-        cluster, dst, end, nbytes = self.cluster, job.decode, t, 0
+        cluster, dst, sends = self.cluster, job.decode, []
         for part in job.parts:
             src, tokens = part.engine, part.ctx - part.base
-            msgs = cluster.messages(tokens, src.block_tokens)
-            end = max(end, cluster.p2d(src, dst)[0].start(t, tokens * cluster.kv_bytes, msgs))
-            nbytes += tokens * cluster.kv_bytes
+            sends.append(
+                (cluster.p2d(src, dst)[0], tokens * cluster.kv_bytes, cluster.messages(tokens, src.block_tokens))
+            )
+        nbytes = sum(b for _, b, _ in sends)
         name = cluster.transfer_link.name
         self.host.emit(
             (
@@ -142,7 +143,7 @@ class LongContext:
                 f"to {dst.name} from {len(job.parts)} instances",
             )
         )
-        self.loop.at(end, self._landed, job)
+        send_all(self.loop, t, sends, self._landed, job)
 
     def _landed(self, t: int, job: Job) -> None:
         for part in job.parts:

@@ -108,9 +108,8 @@ class Rescheduler:
         nbytes = tokens * self.cluster.kv_bytes
         msgs = self.cluster.messages(tokens, src.block_tokens)
         shared = self.cluster.link_between(src, dst, self.cfg.link)
-        end = max(t, shared.start(t, nbytes, msgs))
         self.host.emit((t, job.rid, MIGRATE, src.name, tokens, None, shared.link.name, nbytes, f"to {dst.name}"))
-        self.loop.at(end, self._arrived, (job, left, dst))
+        shared.send(t, nbytes, msgs, self._arrived, (job, left, dst))
 
     def _arrived(self, t: int, arg: tuple[Job, int, Engine]) -> None:
         job, left, dst = arg

@@ -4,13 +4,14 @@ A request's life: ARRIVE, SEND -> router (ROUTE or REJECT) -> prefix lookup down
 lower tier is a KV_XFER_START/END on that tier's link) -> prefill on the first engine (PREFILL_START/END) ->
 colocated: FIRST_TOKEN at the end of the step that completes the prefill, then decode there;
 PD: KV_XFER_START/END to the decode engine (layer-wise streaming hides all but the exposed tail), FIRST_TOKEN when
-the KV lands, DECODE_START, decode -> LAST_TOKEN, FINISH. Preemption (PREEMPT) recomputes; STAR rescheduling
+the KV lands, DECODE_START, decode -> LAST_TOKEN, FINISH. Preemption (PREEMPT) recomputes or swaps; STAR rescheduling
 moves decoding requests between decode engines (MIGRATE).
 """
 
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 from kvbench.records import (
@@ -40,7 +41,7 @@ from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState, decode_gate
 from kvbench.sim.rows import EmitRow, Row
 from kvbench.sim.star import Rescheduler
-from kvbench.sim.transfer import exposed_ns, message_count, overlapped_load_ns, transfer_ns
+from kvbench.sim.transfer import exposed_ns, message_count, overlapped_load_ns, send_all, transfer_ns
 
 if TYPE_CHECKING:  # annotations only: kvbench.target builds this module's SimTarget
     from kvbench.records import Emit
@@ -72,6 +73,7 @@ class SimTarget:
         self.model, self.gran = c.model, c.gran
         self.layerwise, self.prefix_caching = cfg.transfer.layerwise, cfg.prefix_caching
         self.frontend_ns = cfg.frontend_ns
+        self.hostmem = c.hostmem
         self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
 
     # ---- Target protocol
@@ -174,26 +176,26 @@ class SimTarget:
     ) -> None:
         """Bring the lower tiers' blocks into HBM, each tier over its own link, in parallel."""
         c_, pbt = self.cluster, self.pbt
-        end, nbytes, names = t, 0, []
+        sends, nbytes, names, placed = [], 0, [], t
         for tier, c in zip(chain[1:], counts[1:]):
             if c:
                 msgs = message_count(self.model, c * pbt, e.block_tokens, self.gran)
                 if tier is c_.pool and c_.replicas is not None:  # placed copies: the holders' links carry it too
-                    end = max(end, c_.replicas.read(t, hashes, chain[:-1], e.node, e.block_tokens))
+                    placed = c_.replicas.read(t, hashes, chain[:-1], e.node, e.block_tokens)
                 else:
                     link = tier.wire() if tier is not c_.pool else c_.pool_link_on(e.node)
-                    end = max(end, link.start(t, c * pbt * self.kv_bytes, msgs))
+                    sends.append((link, c * pbt * self.kv_bytes, msgs))
                 nbytes += c * pbt * self.kv_bytes
                 tier.hit_blocks += c
                 tier.touch(hashes)  # promotion leaves the lower copy, refreshed
                 names.append(f"{tier.kind}={c * pbt}")
         self.emit((t, job.rid, KV_XFER_START, e.name, tokens, None, link_name, nbytes, "load " + ",".join(names)))
         job.engine = e
+        hidden = None
         if job.hit_tier in c_.layerwise_loads:  # the prefill starts as the first layers land (KV_XFER_END then)
-            end -= overlapped_load_ns(
-                end - t, e.pricer.cost.prefill_ns(job.prefill_left, job.cached), self.model.n_layers
-            )
-        self.loop.at(end, self._loaded, job)
+            p_ns, layers = e.pricer.cost.prefill_ns(job.prefill_left, job.cached), self.model.n_layers
+            hidden = partial(overlapped_load_ns, prefill_ns=p_ns, layers=layers)
+        send_all(self.loop, t, sends, self._loaded, job, hidden, placed)
 
     def _loaded(self, t: int, job: Job) -> None:
         e = job.engine
@@ -240,6 +242,8 @@ class SimTarget:
         if job.parts:
             assert self.longctx is not None  # only the long-context split makes part jobs
             return self.longctx.transfer(t, job)
+        if self.hostmem.swapped and self.hostmem.swap_in(e, job, t):
+            return  # a swapped-out request comes back from DRAM
         self._transfer(t, job, job.engine, e, overlap=False)
 
     def _transfer(self, t: int, job: Job, src: Engine, dst: Engine, overlap: bool) -> None:
@@ -256,11 +260,10 @@ class SimTarget:
             full = transfer_ns(spec, nbytes, msgs)
             p_ns = src.pricer.cost.prefill_ns(job.n_in - job.cached, job.cached)
             begin = max(0, t - (full - exposed_ns(spec, nbytes, msgs, p_ns, self.model.n_layers)))
-        end = shared.start(begin, nbytes, msgs)
         if begin < t:  # the event marks the exposed tail (what TTFT pays); the detail keeps the wire's start
             detail = f"{detail} layerwise_from_ns={begin}"
         self.emit((t, job.rid, KV_XFER_START, src.name, tokens, None, spec.name, nbytes, detail))
-        self.loop.at(end if end > t else t, self.landed_cb, job)
+        shared.send(begin, nbytes, msgs, self.landed_cb, job)
 
     def _landed(self, t: int, job: Job) -> None:
         link = self.cluster.p2d(job.engine, job.decode)[0].link.name
@@ -269,7 +272,13 @@ class SimTarget:
         self.decode_landed(t, job)
 
     def decode_landed(self, t: int, job: Job) -> None:
-        """The prompt's KV is on the decode engine: first token, then decode there."""
+        """The prompt's KV is on the decode node: in HBM now, or first in DRAM (kv_landing = "dram")."""
+        if self.hostmem.landing and self.hostmem.land(t, job, self._in_hbm):
+            return
+        self._in_hbm(t, job)
+
+    def _in_hbm(self, t: int, job: Job) -> None:
+        """The prompt's KV is in the decode engine's HBM: first token, then decode there."""
         dec = job.decode
         emit, rid = self.emit, job.rid
         job.engine = dec

@@ -93,3 +93,14 @@ def test_replicas_are_keys_of_the_pool_tier_only():
         parse_cluster(pd(1, 1, tiers={"pool": {"capacity_tokens": "1M", "link": "tcp", "replicate_hot": -1}}), "")
     good = parse_cluster(pd(1, 1, tiers={"pool": {"capacity_tokens": "1M", "link": "tcp", "replicas": 3}}), "")
     assert [(tc.replicas, tc.replicate_hot) for tc in good.tiers] == [(3, 0)]
+
+
+def test_placed_copies_are_read_over_fifo_links_only():
+    pool = {"capacity_tokens": "1M", "link": "tcp", "replicas": 2}
+    with pytest.raises(
+        ConfigError, match='tiers.pool.replicas reads placed copies over FIFO links: drop sharing = "fair"'
+    ):
+        parse_cluster(pd(1, 1, tiers={"pool": {**pool, "sharing": "fair"}}), "")
+    with pytest.raises(ConfigError, match="FIFO links"):
+        parse_cluster(pd(1, 1, tiers={"pool": pool}, transfer={"sharing": "fair"}), "")
+    assert parse_cluster(pd(1, 1, tiers={"pool": pool}), "").tiers[0].sharing == "fifo"
