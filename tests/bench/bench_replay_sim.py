@@ -1,9 +1,11 @@
 """Benchmark (not a test): the whole `kvbench replay --target sim -q` command, in simulated requests per second.
 
-Run:  python tests/bench/bench_replay_sim.py [--reps 3] [--trace FILE] [--target sim]
+Run:  python tests/bench/bench_replay_sim.py [--reps 3] [--trace FILE] [--target sim] [--base DIR] [--cold]
 
 Each repetition runs the command in a child process (imports, trace parsing, set-up, simulation, Parquet log) and
-reads its wall time and its CPU time (user + system, from resource.getrusage of the children). Beside each
+reads its wall time and its CPU time (user + system, from resource.getrusage of the children). The children read
+compiled bytecode, as an installed package does: they write it to a temporary PYTHONPYCACHEPREFIX in one untimed
+run first, whatever PYTHONDONTWRITEBYTECODE says (`--cold` keeps the environment as it is instead). Beside each
 repetition the machine's speed unit (CPython heap events/s, /work/shared/tools/speedunit.py) is measured, and the
 figures are normalised to 2.6 M events/s: normalised = raw * 2.6e6 / unit. Medians of --reps repetitions.
 """
@@ -62,10 +64,19 @@ def finished(run_dir: Path) -> int:
     return int(row[0]) if row else 0
 
 
-def run_once(args: list[str], source: Path | None = None) -> tuple[float, float, int]:
-    """(wall s, CPU s, finished requests) of one `kvbench replay` in a child process; `source`: another checkout
-    of the package to run instead of the installed one (put first on PYTHONPATH)."""
-    env = dict(os.environ, PYTHONPATH=str(source)) if source else None
+def child_env(source: Path | None, pycache: Path | None) -> dict[str, str]:
+    """The children's environment: `source` first on PYTHONPATH; bytecode cached in `pycache` (None: as given)."""
+    env = dict(os.environ)
+    if source:
+        env["PYTHONPATH"] = str(source)
+    if pycache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def run_once(args: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(wall s, CPU s, finished requests) of one `kvbench replay` in a child process with environment `env`."""
     with tempfile.TemporaryDirectory() as d:
         cmd = [str(Path(sys.executable).with_name("kvbench")), "replay", *args, "-q", "--out", d]
         cpu0, t0 = children_cpu(), time.perf_counter()
@@ -75,11 +86,11 @@ def run_once(args: list[str], source: Path | None = None) -> tuple[float, float,
     return wall, cpu, n
 
 
-def measure(label: str, args: list[str], reps: int, source: Path | None) -> list[tuple[float, float, int, float]]:
+def measure(label: str, args: list[str], reps: int, env: dict[str, str]) -> list[tuple[float, float, int, float]]:
     rows = []
     for i in range(reps):
         u = speed_unit()
-        wall, cpu, n = run_once(args, source)
+        wall, cpu, n = run_once(args, env)
         u = (u + speed_unit()) / 2
         rows.append((wall, cpu, n, u))
         print(
@@ -105,15 +116,23 @@ def main() -> None:
     ap.add_argument("--trace", type=Path, default=TRACE)
     ap.add_argument("--target", default="sim")
     ap.add_argument("--base", type=Path, help="another checkout (e.g. git archive of main) timed in turn, A/B")
+    ap.add_argument("--cold", action="store_true", help="no bytecode cache of our own (the environment decides)")
     ns = ap.parse_args()
     args = ["--trace", str(ns.trace), "--target", ns.target]
-    print(f"kvbench replay {' '.join(args)} -q   (load {os.getloadavg()[0]:.1f})")
-    this: list[tuple[float, float, int, float]] = []
-    base: list[tuple[float, float, int, float]] = []
-    for _ in range(ns.reps):  # interleaved, so both see the same load
-        this += measure("this", args, 1, None)
-        if ns.base:
-            base += measure("base", args, 1, ns.base)
+    with tempfile.TemporaryDirectory() as pyc:
+        cache = None if ns.cold else Path(pyc)
+        env_this, env_base = child_env(None, cache), child_env(ns.base, cache)
+        if cache:  # untimed: compiles the bytecode the timed runs read
+            run_once(args, env_this)
+            if ns.base:
+                run_once(args, env_base)
+        print(f"kvbench replay {' '.join(args)} -q   (load {os.getloadavg()[0]:.1f}, bytecode cached: {not ns.cold})")
+        this: list[tuple[float, float, int, float]] = []
+        base: list[tuple[float, float, int, float]] = []
+        for _ in range(ns.reps):  # interleaved, so both see the same load
+            this += measure("this", args, 1, env_this)
+            if ns.base:
+                base += measure("base", args, 1, env_base)
     if ns.base:
         report("base", base)
     report("this", this)
