@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from kvbench.analysis import catalogue
+from kvbench.analysis import cache, catalogue
 from kvbench.analysis.bootstrap import samples
 from kvbench.analysis.catalogue import STATS, Metric
 from kvbench.analysis.figures import figures
@@ -35,14 +35,18 @@ SUMMARY_VERSION = 1
 MEMORY_LIMIT = "600MB"
 
 
-def build(run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0) -> dict[str, Any]:
-    """The summary.json document: run identity, SLOs used, flat figures, bootstrap samples, time buckets."""
+def build(
+    run_dir: str | Path, slo: Slo | None = None, bucket_s: float = 1.0, cache_from: int = cache.MIN_LOG_BYTES
+) -> dict[str, Any]:
+    """The summary.json document: run identity, SLOs used, flat figures, bootstrap samples, time buckets.
+    A run whose event log holds at least `cache_from` bytes keeps its derived tables in RUN/.cache (cache.py)."""
     run_dir = Path(run_dir)
     manifest = check_run(run_dir)
     slo = slo if slo is not None else slo_from_manifest(manifest)
     with tempfile.TemporaryDirectory(prefix="kvbench-summary-") as spill:
         con = open_runs([run_dir])
         try:
+            cache.enable(con, run_dir, cache_from)
             con.execute("SET temp_directory = ?", [spill])
             con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
             return _document(con, manifest, run_dir, slo, bucket_s)
