@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # what the figures read besides the log and per_request: a connection served from the run's cache (cache.py) holds
 # these and per_request only, not the tables they were derived from
-FIGURE_INPUTS = ("per_request", "event_gaps", "step_itl")
+FIGURE_INPUTS = ("per_request", "event_gaps", "step_itl", "tier_hits")
 
 
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -24,7 +24,7 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 def prepare(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> None:
-    """Build the temp tables request_events, event_gaps, step_* (stepgaps.py), tbt and the view token_gaps (once)
+    """Build the temp tables request_events, event_gaps, tier_hits, step_* (stepgaps.py), tbt and the view token_gaps (once)
     and the table per_request (again when the SLO changes). A connection with a cache (cache.enable) views
     FIGURE_INPUTS from there when it has them for this SLO, and stores them there when it had to build them."""
     slo = slo or Slo()
@@ -45,6 +45,7 @@ def _build(con: duckdb.DuckDBPyConnection, slo: Slo) -> None:
         cache.drop(con, FIGURE_INPUTS)  # views over another SLO's cached files
         con.execute(sql_text("request_events"))
         con.execute(sql_text("event_gaps"))
+        con.execute(sql_text("tier_hits"))
         stepgaps.build(con)
         con.execute(sql_text("token_gaps"))
         con.execute(sql_text("tbt"))

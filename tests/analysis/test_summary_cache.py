@@ -42,7 +42,7 @@ def test_a_small_log_is_not_cached(sim_run):
 def test_cached_summary_equals_the_derived_one(sim_run):
     fresh = summary.build(sim_run)
     first = summary.build(sim_run, cache_from=0)  # derives, then writes the cache
-    assert _files(sim_run) == ["event_gaps", "kv_transfers", "per_request", "step_itl"]
+    assert _files(sim_run) == ["event_gaps", "kv_transfers", "per_request", "step_itl", "tier_hits"]
     stamps = {p.name: p.stat().st_mtime_ns for p in (sim_run / cache.CACHE_DIR).iterdir()}
     second = summary.build(sim_run, cache_from=0)  # reads it
     assert {p.name: p.stat().st_mtime_ns for p in (sim_run / cache.CACHE_DIR).iterdir()} == stamps
