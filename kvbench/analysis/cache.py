@@ -86,15 +86,13 @@ def load(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") ->
 
 def drop(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> None:
     """Drop the temp tables or views `names` where they exist."""
-    for name in names:
-        for kind, listing, column in (
-            ("TABLE", "duckdb_tables()", "table_name"),
-            ("VIEW", "duckdb_views()", "view_name"),
-        ):
-            if con.execute(f"SELECT count(*) FROM {listing} WHERE {column} = ? AND temporary", [name]).fetchone() != (
-                0,
-            ):
-                con.execute(f"DROP {kind} {name}")
+    kinds = con.execute(
+        "SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE temporary "
+        "UNION ALL SELECT view_name, 'VIEW' FROM duckdb_views() WHERE temporary"
+    ).fetchall()
+    for name, kind in kinds:
+        if name in names:
+            con.execute(f"DROP {kind} {name}")
 
 
 def save(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") -> None:
@@ -116,7 +114,7 @@ def save(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") ->
             for old in folder.glob(f"{name}-*.parquet"):  # another log's or SLO's: the last one written is kept
                 if old != f:
                     old.unlink()
-    except (OSError, duckdb.IOException):
+    except (OSError, duckdb.Error):  # the tables stay as built: a cache is never a reason to fail
         with contextlib.suppress(OSError):
             for tmp in folder.glob(f"*.{os.getpid()}.tmp"):
                 tmp.unlink()
