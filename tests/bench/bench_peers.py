@@ -15,8 +15,9 @@ DistServe: DIR is an extracted snapshot of github.com/LLMServe/DistServe (its si
 a throwaway virtualenv with simpy, numpy and pandas. The same requests (arrivals in ms, prompt and output lengths)
 go to `simdistserve.benchmarks.simulate_dist --backend distserve --arrival custom` as its JSON workload: one
 prefill and one decode worker of OPT-13B, TP 1 each, on its A100-80GB profile; kvbench simulates 1P1D OPT-13B on
-A100-80GB (the TOML below). A peer still running after --peer-timeout wall seconds is stopped and its CPU time so
-far is printed as a lower bound.
+A100-80GB (the TOML below). OPT's context is 2,048 tokens, so for this pair a prompt is cut to fit beside its
+output and an output to 512 tokens. A peer still running after --peer-timeout wall seconds is stopped (and one
+past 6 GB of address space fails) and its CPU time so far is printed as a lower bound.
 Each side runs in a child process; CPU time is user + system from os.wait4 (that child alone).
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -75,6 +77,8 @@ instances = 1
 gpu = "A100-80GB"
 """
 
+OPT_CONTEXT, OPT_MAX_OUTPUT = 2048, 512
+PEER_MEMORY = 6 << 30  # address-space limit of a peer run: a runaway simulator must not take the machine's memory
 DISTSERVE_ARGS = ["--backend", "distserve", "--model", "facebook/opt-13b", "--arrival", "custom"]
 
 SPLITWISE_ARGS = [
@@ -94,7 +98,8 @@ def timed(
     """(wall s, CPU s, finished) of one child process, which must succeed unless stopped after `timeout` s."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (PEER_MEMORY, PEER_MEMORY))) if timeout else None
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, env=env, preexec_fn=limit)
         deadline = None if timeout is None else t0 + timeout
         while True:  # os.wait4, not p.wait: its rusage is the CPU time of that child alone
             pid, status, ru = os.wait4(p.pid, os.WNOHANG if deadline else 0)
@@ -129,7 +134,14 @@ def write_workload(work: Path, trace: Path, n: int | None) -> int:
         (work / "splitwise" / "traces" / "kvbench.csv").write_text("\n".join(rows) + "\n")
     (work / "colocated4.toml").write_text(KVBENCH_TARGET)
     (work / "1p1d.toml").write_text(KVBENCH_1P1D)
+    # OPT's context is 2,048 tokens: DistServe never schedules a longer request and its memory grows without end,
+    # so for that comparison (both sides) a prompt is cut to fit beside its output, an output to 512 tokens
     ds = [json.loads(x) for x in out]
+    for r in ds:
+        r["output_length"] = min(r["output_length"], OPT_MAX_OUTPUT)
+        r["input_length"] = min(r["input_length"], OPT_CONTEXT - r["output_length"])
+        r["hash_ids"] = r["hash_ids"][: -(-r["input_length"] // 512)]  # Mooncake's 512-token blocks
+    (work / "kvbench-opt.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ds))
     (work / "distserve.json").write_text(json.dumps([{"start_time": r["timestamp"], "prompt_len": r["input_length"],
                                                       "output_len": r["output_length"]} for r in ds]))  # fmt: skip
     return len(out)
@@ -145,9 +157,9 @@ def prepare_splitwise(src: Path, work: Path) -> Path:
     return dst
 
 
-def _kvbench(work: Path, target: str, i: int) -> tuple[float, float, bool]:
+def _kvbench(work: Path, target: str, i: int, trace: str = "kvbench.jsonl") -> tuple[float, float, bool]:
     kvbench = str(Path(sys.executable).with_name("kvbench"))
-    return timed([kvbench, "replay", "--trace", str(work / "kvbench.jsonl"), "--target", str(work / target), "-q",
+    return timed([kvbench, "replay", "--trace", str(work / trace), "--target", str(work / target), "-q",
                   "--out", str(work / f"k-{target}-{i}")])  # fmt: skip
 
 
@@ -189,7 +201,9 @@ def main() -> None:
                      timeout=ns.peer_timeout)) for i in range(ns.reps)]  # fmt: skip
             _compare("4 colocated 70B instances", "SplitwiseSim", runs)
         if ns.distserve is not None:
-            runs = [(_kvbench(work, "1p1d.toml", i), _distserve(ns, work, n)) for i in range(ns.reps)]
+            runs = [
+                (_kvbench(work, "1p1d.toml", i, "kvbench-opt.jsonl"), _distserve(ns, work, n)) for i in range(ns.reps)
+            ]
             _compare("1P1D OPT-13B", "DistServe", runs)
 
 
