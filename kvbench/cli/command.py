@@ -22,7 +22,7 @@ def _one_line(e: typer.BadParameter) -> str:
     """`--name: what is wrong`, as kvbench's own input errors read."""
     opts = getattr(e.param, "opts", None) or []
     name = next((o for o in opts if o.startswith("--")), None)
-    # typer validates through pydantic, whose messages open with the error's class ("Value error, ...").
+    # typer 0.29+ validates through pydantic, whose messages open with the error's class ("Value error, ...").
     message = e.message.removeprefix("Value error, ")
     return f"{name}: {message}" if name else e.format_message()
 

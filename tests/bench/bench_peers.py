@@ -1,6 +1,7 @@
-"""Benchmark (not a test): kvbench's simulator against SplitwiseSim on the same workload, in CPU seconds.
+"""Benchmark (not a test): kvbench's simulator against SplitwiseSim and DistServe's on the same workload, in CPU s.
 
-Run:  python tests/bench/bench_peers.py --splitwise DIR --python PEER_PYTHON [--max-requests N] [--reps 1]
+Run:  python tests/bench/bench_peers.py [--splitwise DIR --python PEER_PYTHON] [--distserve DIR --distserve-python
+      PEER_PYTHON [--peer-timeout S]] [--max-requests N] [--reps 1]
 
 DIR is an extracted snapshot of SplitwiseSim's public sources (github.com/Mutinifni/splitwise-sim) and PEER_PYTHON
 the interpreter of a throwaway virtualenv with its requirements (hydra-core, omegaconf, numpy, pandas, scipy,
@@ -10,6 +11,13 @@ the conversation trace (first N requests, 1-token outputs raised to 2, as Splitw
 its prompt; arrivals shifted by 1 s, as its instances are allocated at t=0) as SplitwiseSim's CSV and as Mooncake
 JSONL for kvbench. Both simulate the same shape: 4 colocated instances of a 70B Llama on 8 x A100-80GB each
 (SplitwiseSim: ORCA start state, llama2-70b, round robin, its measured performance model; kvbench: the TOML below).
+DistServe: DIR is an extracted snapshot of github.com/LLMServe/DistServe (its simdistserve package) and PEER_PYTHON
+a throwaway virtualenv with simpy, numpy and pandas. The same requests (arrivals in ms, prompt and output lengths)
+go to `simdistserve.benchmarks.simulate_dist --backend distserve --arrival custom` as its JSON workload: one
+prefill and one decode worker of OPT-13B, TP 1 each, on its A100-80GB profile; kvbench simulates 1P1D OPT-13B on
+A100-80GB (the TOML below). OPT's context is 2,048 tokens, so for this pair a prompt is cut to fit beside its
+output and an output to 512 tokens. A peer still running after --peer-timeout wall seconds is stopped (and one
+past 6 GB of address space fails) and its CPU time so far is printed as a lower bound.
 Each side runs in a child process; CPU time is user + system from os.wait4 (that child alone).
 """
 
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -51,6 +60,27 @@ tp = 8
 name = "round_robin"
 """
 
+KVBENCH_1P1D = """kind = "sim"
+description = "peer comparison: 1 prefill + 1 decode engine, OPT-13B on A100-80GB TP1 (DistServe's 1P1D shape)"
+model = "OPT-13B"
+gpus_per_node = 8
+prefix_caching = false
+
+[pools.prefill]
+role = "prefill"
+instances = 1
+gpu = "A100-80GB"
+
+[pools.decode]
+role = "decode"
+instances = 1
+gpu = "A100-80GB"
+"""
+
+OPT_CONTEXT, OPT_MAX_OUTPUT = 2048, 512
+PEER_MEMORY = 6 << 30  # address-space limit of a peer run: a runaway simulator must not take the machine's memory
+DISTSERVE_ARGS = ["--backend", "distserve", "--model", "facebook/opt-13b", "--arrival", "custom"]
+
 SPLITWISE_ARGS = [
     "trace.filename=kvbench",
     "seed=0",
@@ -62,16 +92,28 @@ SPLITWISE_ARGS = [
 ]
 
 
-def timed(cmd: list[str], cwd: Path | None = None) -> tuple[float, float]:
-    """(wall s, CPU s) of one child process, which must succeed."""
+def timed(
+    cmd: list[str], cwd: Path | None = None, timeout: float | None = None, env: dict[str, str] | None = None
+) -> tuple[float, float, bool]:
+    """(wall s, CPU s, finished) of one child process, which must succeed unless stopped after `timeout` s."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert p.stderr is not None
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode(errors='replace')[-2000:]}")
-    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
+    with tempfile.TemporaryFile() as err:
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (PEER_MEMORY, PEER_MEMORY))) if timeout else None
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, env=env, preexec_fn=limit)
+        deadline = None if timeout is None else t0 + timeout
+        while True:  # os.wait4, not p.wait: its rusage is the CPU time of that child alone
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG if deadline else 0)
+            if pid:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                p.kill()
+                deadline = None
+            time.sleep(0.2)
+        finished = os.WIFEXITED(status)
+        if finished and os.waitstatus_to_exitcode(status):
+            err.seek(0)
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{err.read().decode(errors='replace')[-2000:]}")
+    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime, finished
 
 
 def write_workload(work: Path, trace: Path, n: int | None) -> int:
@@ -88,8 +130,20 @@ def write_workload(work: Path, trace: Path, n: int | None) -> int:
             out.append(json.dumps(r))
             rows.append(f"{i},2,0,{r['timestamp'] / 1000:.6f},1,{r['input_length']},{r['output_length']}")
     (work / "kvbench.jsonl").write_text("\n".join(out) + "\n")
-    (work / "splitwise" / "traces" / "kvbench.csv").write_text("\n".join(rows) + "\n")
+    if (work / "splitwise").is_dir():
+        (work / "splitwise" / "traces" / "kvbench.csv").write_text("\n".join(rows) + "\n")
     (work / "colocated4.toml").write_text(KVBENCH_TARGET)
+    (work / "1p1d.toml").write_text(KVBENCH_1P1D)
+    # OPT's context is 2,048 tokens: DistServe never schedules a longer request and its memory grows without end,
+    # so for that comparison (both sides) a prompt is cut to fit beside its output, an output to 512 tokens
+    ds = [json.loads(x) for x in out]
+    for r in ds:
+        r["output_length"] = min(r["output_length"], OPT_MAX_OUTPUT)
+        r["input_length"] = min(r["input_length"], OPT_CONTEXT - r["output_length"])
+        r["hash_ids"] = r["hash_ids"][: -(-r["input_length"] // 512)]  # Mooncake's 512-token blocks
+    (work / "kvbench-opt.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ds))
+    (work / "distserve.json").write_text(json.dumps([{"start_time": r["timestamp"], "prompt_len": r["input_length"],
+                                                      "output_len": r["output_length"]} for r in ds]))  # fmt: skip
     return len(out)
 
 
@@ -103,33 +157,54 @@ def prepare_splitwise(src: Path, work: Path) -> Path:
     return dst
 
 
+def _kvbench(work: Path, target: str, i: int, trace: str = "kvbench.jsonl") -> tuple[float, float, bool]:
+    kvbench = str(Path(sys.executable).with_name("kvbench"))
+    return timed([kvbench, "replay", "--trace", str(work / trace), "--target", str(work / target), "-q",
+                  "--out", str(work / f"k-{target}-{i}")])  # fmt: skip
+
+
+def _distserve(ns: argparse.Namespace, work: Path, n: int) -> tuple[float, float, bool]:
+    cmd = [ns.distserve_python, "-m", "simdistserve.benchmarks.simulate_dist", *DISTSERVE_ARGS]
+    cmd += ["--workload", str(work / "distserve.json"), "--N", str(n), "--output", str(work / "distserve.csv")]
+    env = {**os.environ, "PYTHONPATH": str(ns.distserve)}
+    return timed(cmd, cwd=work, timeout=ns.peer_timeout, env=env)
+
+
+def _compare(name: str, peer: str, runs: list[tuple[tuple, tuple]]) -> None:
+    """One line per run and the medians: kvbench's and the peer's CPU seconds and their ratio."""
+    for i, (k, s) in enumerate(runs):
+        bound = "" if s[2] else f" (stopped after {s[0]:.0f} s wall: a lower bound)"
+        print(f"  {name} run {i + 1}: kvbench CPU {k[1]:.2f} s (wall {k[0]:.1f}), {peer} CPU {s[1]:.2f} s "
+              f"(wall {s[0]:.1f}){bound} -> {s[1] / k[1]:.1f}x")  # fmt: skip
+    k_med, s_med = statistics.median(k[1] for k, _ in runs), statistics.median(s[1] for _, s in runs)
+    print(f"{name} median CPU: kvbench {k_med:.2f} s, {peer} {s_med:.2f} s, ratio {s_med / k_med:.1f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--splitwise", type=Path, required=True, help="extracted SplitwiseSim snapshot")
-    ap.add_argument("--python", required=True, help="python of the throwaway venv with SplitwiseSim's requirements")
+    ap.add_argument("--splitwise", type=Path, help="extracted SplitwiseSim snapshot")
+    ap.add_argument("--python", help="python of the throwaway venv with SplitwiseSim's requirements")
+    ap.add_argument("--distserve", type=Path, help="extracted DistServe snapshot (the folder holding simdistserve)")
+    ap.add_argument("--distserve-python", help="python of the throwaway venv with simpy, numpy, pandas")
+    ap.add_argument("--peer-timeout", type=float, default=1800.0, help="wall seconds before a peer run is stopped")
     ap.add_argument("--trace", type=Path, default=TRACE)
     ap.add_argument("--max-requests", type=int)
     ap.add_argument("--reps", type=int, default=1)
     ns = ap.parse_args()
-    kvbench = str(Path(sys.executable).with_name("kvbench"))
     with tempfile.TemporaryDirectory(prefix="kvbench-peers-") as d:
         work = Path(d)
-        sw = prepare_splitwise(ns.splitwise, work)
+        sw = prepare_splitwise(ns.splitwise, work) if ns.splitwise else None
         n = write_workload(work, ns.trace, ns.max_requests)
-        print(f"{n:,} requests of {ns.trace.name}, 4 colocated 70B instances (load {os.getloadavg()[0]:.1f})")
-        k_cpu, s_cpu = [], []
-        for i in range(ns.reps):
-            out = work / f"k{i}"
-            k = timed([kvbench, "replay", "--trace", str(work / "kvbench.jsonl"), "--target",
-                       str(work / "colocated4.toml"), "-q", "--out", str(out)])  # fmt: skip
-            s = timed([ns.python, "run.py", *SPLITWISE_ARGS], cwd=sw)
-            k_cpu.append(k[1])
-            s_cpu.append(s[1])
-            print(f"  run {i + 1}: kvbench CPU {k[1]:.2f} s (wall {k[0]:.1f}), SplitwiseSim CPU {s[1]:.2f} s "
-                  f"(wall {s[0]:.1f}) -> {s[1] / k[1]:.1f}x")  # fmt: skip
-        k_med, s_med = statistics.median(k_cpu), statistics.median(s_cpu)
-        print(f"median CPU: kvbench {k_med:.2f} s, SplitwiseSim {s_med:.2f} s, ratio {s_med / k_med:.1f}x")
-        print("DistServe's simulator: not run (see docs/benchmarks.md)")
+        print(f"{n:,} requests of {ns.trace.name} (load {os.getloadavg()[0]:.1f})")
+        if sw is not None:
+            runs = [(_kvbench(work, "colocated4.toml", i), timed([ns.python, "run.py", *SPLITWISE_ARGS], cwd=sw,
+                     timeout=ns.peer_timeout)) for i in range(ns.reps)]  # fmt: skip
+            _compare("4 colocated 70B instances", "SplitwiseSim", runs)
+        if ns.distserve is not None:
+            runs = [
+                (_kvbench(work, "1p1d.toml", i, "kvbench-opt.jsonl"), _distserve(ns, work, n)) for i in range(ns.reps)
+            ]
+            _compare("1P1D OPT-13B", "DistServe", runs)
 
 
 if __name__ == "__main__":

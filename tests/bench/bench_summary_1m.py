@@ -4,8 +4,9 @@ Run:  python tests/bench/bench_summary_1m.py [--run /tmp/kvbench-1m] [--requests
 
 The run is made once if --run does not hold one: `kvbench replay --workload SPEC --target sim -q` of a synthetic
 spec (Poisson 20 req/s, lognormal prompts and replies, shared prefixes) written next to it, never in the repo.
-Each repetition runs `kvbench summary RUN --json` in a child process; its CPU time and peak RSS come from
-os.wait4 (that child alone). Beside each the machine's speed unit is measured (tests/bench/bench_replay_sim.py)
+Each repetition runs `kvbench summary RUN --json` twice in a child process: cold (RUN/.cache removed first, so the
+log is pivoted and the cache written) and warm (reading that cache); CPU time and peak RSS come from os.wait4
+(that child alone). Beside each the machine's speed unit is measured (tests/bench/bench_replay_sim.py)
 and the CPU time is also given normalised to 2.6 M heap events/s. --replay also times one `kvbench replay`
 without -q (the run, then the closing summary in the same process) into a fresh directory, for its peak RSS.
 """
@@ -86,23 +87,27 @@ def main() -> None:
         wall, cpu, rss = make_run(ns.run, ns.requests)
         print(f"made {ns.run}: {ns.requests:,} requests, wall {wall:.0f} s, CPU {cpu:.0f} s, peak RSS {rss:.0f} MB")
     print(f"kvbench summary {ns.run} --json   (load {os.getloadavg()[0]:.1f})")
-    rows = []
+    rows: dict[str, list[tuple[float, float, float, float]]] = {"cold": [], "warm": []}
     for i in range(ns.reps):
-        u = speed_unit()
-        wall, cpu, rss = timed([kvbench(), "summary", str(ns.run), "--json"])
-        u = (u + speed_unit()) / 2
-        rows.append((wall, cpu, rss, cpu * u / REFERENCE_UNIT))
-        print(
-            f"  run {i + 1}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, unit {u / 1e6:.2f} M ev/s "
-            f"-> CPU {rows[-1][3]:.2f} s normalised"
-        )
+        for kind, rs in rows.items():
+            if kind == "cold":
+                shutil.rmtree(ns.run / ".cache", ignore_errors=True)
+            u = speed_unit()
+            wall, cpu, rss = timed([kvbench(), "summary", str(ns.run), "--json"])
+            u = (u + speed_unit()) / 2
+            rs.append((wall, cpu, rss, cpu * u / REFERENCE_UNIT))
+            print(
+                f"  run {i + 1} {kind}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, "
+                f"unit {u / 1e6:.2f} M ev/s -> CPU {rs[-1][3]:.2f} s normalised"
+            )
     med = statistics.median
-    print(
-        f"median: wall {med(r[0] for r in rows):.2f} s, CPU {med(r[1] for r in rows):.2f} s "
-        f"({med(r[3] for r in rows):.2f} s normalised to {REFERENCE_UNIT / 1e6:.1f} M ev/s), "
-        f"peak RSS {med(r[2] for r in rows):.0f} MB"
-    )
-    if ns.replay:
+    for kind, rs in rows.items() if ns.reps else ():
+        print(
+            f"median {kind}: wall {med(r[0] for r in rs):.2f} s, CPU {med(r[1] for r in rs):.2f} s "
+            f"({med(r[3] for r in rs):.2f} s normalised to {REFERENCE_UNIT / 1e6:.1f} M ev/s), "
+            f"peak RSS {med(r[2] for r in rs):.0f} MB"
+        )
+    if ns.replay:  # its closing summary is cold: a fresh run has no cache
         fresh = ns.run.with_name(ns.run.name + "-replay")
         wall, cpu, rss = make_run(fresh, ns.requests, quiet=False)
         print(f"kvbench replay (not -q, closing summary): wall {wall:.0f} s, CPU {cpu:.0f} s, peak RSS {rss:.0f} MB")

@@ -27,7 +27,7 @@ CASES = {
     ),
     "start inf": (["replay", "--trace", SAMPLE, "--start", "inf"], {}, "--start must be a finite number"),
     "duration huge": (["replay", "--trace", SAMPLE, "--duration", "1e300"], {}, "--duration must be a finite number"),
-    "seed not an int": (["replay", "--trace", SAMPLE, "--seed", "-inf"], {}, "--seed: Input should be a valid integer"),
+    "seed not an int": (["replay", "--trace", SAMPLE, "--seed", "-inf"], {}, "--seed: '-inf' is not a valid int"),
     "azure field over csv limit": (
         ["replay", "--trace", "a.csv"],
         {"a.csv": AZURE + '"' + "x" * 140_000 + '",1,1\n'},

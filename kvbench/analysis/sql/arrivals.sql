@@ -8,17 +8,20 @@
 --                      the previous turn's answer and its think time, so on session workloads the achieved rate
 --                      falls short of it as answers slow down, and in the tail after the last start.
 WITH arrived AS (
-    SELECT p.run, p.arrival_ns,
-        coalesce(r.session_id, -1) < 0
-        OR row_number() OVER (PARTITION BY p.run, r.session_id ORDER BY p.arrival_ns, p.req_id) = 1 AS start
+    SELECT p.run, p.arrival_ns, coalesce(r.session_id, -1) AS session_id
     FROM per_request p LEFT JOIN requests r ON p.run = r.run AND p.req_id = r.req_id
     WHERE p.arrived
 ),
+starts AS (  -- a session's earliest arrival, or a request in no session: grouping, not a window over every row
+    SELECT run, arrival_ns FROM arrived WHERE session_id < 0
+    UNION ALL
+    SELECT run, min(arrival_ns) FROM arrived WHERE session_id >= 0 GROUP BY run, session_id
+),
 per_run AS (
-    SELECT run, count(*) AS arrivals, max(arrival_ns) - min(arrival_ns) AS span_ns,
-        count(*) FILTER (WHERE start) AS starts,
-        max(arrival_ns) FILTER (WHERE start) - min(arrival_ns) FILTER (WHERE start) AS start_span_ns
-    FROM arrived GROUP BY run
+    SELECT a.run, a.arrivals, a.span_ns, s.starts, s.start_span_ns
+    FROM (SELECT run, count(*) AS arrivals, max(arrival_ns) - min(arrival_ns) AS span_ns FROM arrived GROUP BY run) a
+    LEFT JOIN (SELECT run, count(*) AS starts, max(arrival_ns) - min(arrival_ns) AS start_span_ns
+               FROM starts GROUP BY run) s ON a.run = s.run
 ),
 runs AS (SELECT DISTINCT run FROM per_request)
 SELECT r.run, coalesce(a.arrivals, 0) AS arrivals, coalesce(a.starts, 0) AS starts,

@@ -5,16 +5,18 @@
 --     itl; LAST_TOKEN repeats the last chunk's time and is not a token arrival);
 --  2. runs without CHUNK events and without a steps table (e.g. the fixed target): the request's tokens are taken
 --     as evenly spaced, n = out_tokens - 1 gaps of (last_ns - first_ns) / (out_tokens - 1).
+-- finished = the request's terminal event is FINISH (itl.sql pools finished requests' gaps without a join).
 CREATE OR REPLACE TEMP TABLE event_gaps AS
 WITH chunk_gaps AS (
     SELECT run, req_id, (t_ns - lag(t_ns) OVER (PARTITION BY run, req_id ORDER BY t_ns))::DOUBLE AS gap_ns,
-           1::BIGINT AS n, 'chunk' AS src
-    FROM events e SEMI JOIN (SELECT run, req_id FROM request_events WHERE n_chunks > 0) c USING (run, req_id)
+           1::BIGINT AS n, 'chunk' AS src, finished
+    FROM events e JOIN (SELECT run, req_id, coalesce(status = 'FINISH', false) AS finished FROM request_events
+                        WHERE n_chunks > 0) c USING (run, req_id)
     WHERE kind IN ('FIRST_TOKEN', 'CHUNK')
 ),
 even_gaps AS (
     SELECT run, req_id, (last_ns - first_ns)::DOUBLE / (out_tokens - 1) AS gap_ns, out_tokens - 1 AS n,
-           'even' AS src
+           'even' AS src, coalesce(status = 'FINISH', false) AS finished
     FROM request_events
     WHERE n_chunks = 0 AND out_tokens >= 2 AND last_ns >= first_ns AND run NOT IN (SELECT DISTINCT run FROM steps)
 )

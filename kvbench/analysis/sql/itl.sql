@@ -2,9 +2,7 @@
 -- ITL statistics are weighted over these (each gap counts once), see token_gaps.sql for where gaps come from;
 -- the simulator's gaps come already pooled per step segment from stepgaps.py (table step_itl).
 WITH g AS (
-    SELECT g.run, g.gap_ns, g.n
-    FROM event_gaps g JOIN per_request p ON g.run = p.run AND g.req_id = p.req_id
-    WHERE p.status = 'FINISH'
+    SELECT run, gap_ns, n FROM event_gaps WHERE finished
     UNION ALL
     SELECT run, gap_ns, n FROM step_itl
 )

@@ -25,5 +25,5 @@ step_gaps AS (
            'steps' AS src
     FROM spans r JOIN step_segments st ON st.row_no = r.row_no
 )
-SELECT * FROM event_gaps
+SELECT run, req_id, gap_ns, n, src FROM event_gaps
 UNION ALL SELECT * FROM step_gaps WHERE n > 0;

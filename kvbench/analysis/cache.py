@@ -1,0 +1,126 @@
+"""Derived analysis tables of a large run cached as Parquet under RUN/.cache, keyed by the log parts they came from.
+
+Pivoting a million-request log into per-request rows (request_events, per_request), token gaps and KV transfers
+is most of what a summary of it costs, and the log does not change once written: the first reader stores those
+tables and later readers view them. A file's name holds a hash of everything its content depends on (every
+Parquet part's path, size and mtime, run.json, this package's SQL and step-gap code, the DuckDB version, and for
+per_request the SLO), so a rewritten log or a newer kvbench finds no match and derives again. Small logs are
+derived each time: the cache would cost more disk than it saves time. A cache that cannot be written (read-only
+run directory, disk full) is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvbench.eventlog import TABLES, table_parts
+
+if TYPE_CHECKING:
+    import duckdb
+
+CACHE_DIR = ".cache"
+FORMAT = 1  # bump when a cached table's meaning changes without its SQL changing
+MIN_LOG_BYTES = 8 << 20  # event log size from which a run's derived tables are cached (~60,000 requests)
+_VARIABLE = "kvbench_cache_key"  # the connection's cache: "<directory>\n<key>", or unset
+
+
+def signature(run_dir: Path, min_log_bytes: int = MIN_LOG_BYTES) -> str | None:
+    """The hash naming a run's cached tables; None when its event log is smaller than min_log_bytes."""
+    import duckdb
+
+    h = hashlib.sha256(f"{FORMAT} {duckdb.__version__}".encode())
+    log_bytes = 0
+    for table in TABLES:
+        for part in table_parts(run_dir, table):
+            st = os.stat(part)
+            log_bytes += st.st_size if table == "events" else 0
+            h.update(f"{Path(part).relative_to(run_dir)} {st.st_size} {st.st_mtime_ns}\n".encode())
+    if log_bytes < min_log_bytes:
+        return None
+    h.update((run_dir / "run.json").read_bytes())
+    code = Path(__file__).parent
+    for path in sorted([*code.glob("sql/*.sql"), code / "stepgaps.py", code / "tables.py", Path(__file__)]):
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def enable(con: duckdb.DuckDBPyConnection, run_dir: Path, min_log_bytes: int = MIN_LOG_BYTES) -> None:
+    """Let `con` (open on run_dir alone) read and write run_dir's cache; a no-op for a log under min_log_bytes."""
+    key = signature(run_dir, min_log_bytes)
+    if key is not None:
+        con.execute(f"SET VARIABLE {_VARIABLE} = ?", [f"{run_dir / CACHE_DIR}\n{key}"])
+
+
+def _where(con: duckdb.DuckDBPyConnection) -> tuple[Path, str] | None:
+    row = con.execute(f"SELECT getvariable('{_VARIABLE}')").fetchone()
+    if not row or not row[0]:
+        return None
+    folder, key = str(row[0]).split("\n")
+    return Path(folder), key
+
+
+def _file(folder: Path, name: str, key: str, tag: str) -> Path:
+    suffix = hashlib.sha256(f"{key} {tag}".encode()).hexdigest()[:16] if tag else key
+    return folder / f"{name}-{suffix}.parquet"
+
+
+def load(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") -> bool:
+    """View each of `names` over its cached file (tag: what else its content depends on, e.g. the SLO) and
+    return True, or return False and change nothing when the connection has no cache or a file is missing."""
+    where = _where(con)
+    if where is None:
+        return False
+    files = [_file(where[0], n, where[1], tag) for n in names]
+    if not all(f.is_file() for f in files):
+        return False
+    drop(con, names)
+    for name, f in zip(names, files):
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet('{_quoted(f)}')")
+    return True
+
+
+def drop(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> None:
+    """Drop the temp tables or views `names` where they exist."""
+    kinds = con.execute(
+        "SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE temporary "
+        "UNION ALL SELECT view_name, 'VIEW' FROM duckdb_views() WHERE temporary"
+    ).fetchall()
+    for name, kind in kinds:
+        if name in names:
+            con.execute(f"DROP {kind} {name}")
+
+
+def save(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") -> None:
+    """Write each of `names` (tables or views on `con`) to the cache, then view it from there (no-op without a
+    cache; a write that fails leaves the tables as they were). Files of other keys for these names are removed."""
+    import duckdb
+
+    where = _where(con)
+    if where is None:
+        return
+    folder, key = where
+    try:
+        folder.mkdir(exist_ok=True)
+        for name in names:
+            f = _file(folder, name, key, tag)
+            tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+            con.execute(f"COPY (SELECT * FROM {name}) TO '{_quoted(tmp)}' (FORMAT parquet, COMPRESSION zstd)")
+            os.replace(tmp, f)
+            for old in folder.glob(f"{name}-*.parquet"):  # another log's or SLO's: the last one written is kept
+                if old != f:
+                    old.unlink()
+    except (OSError, duckdb.Error):  # the tables stay as built: a cache is never a reason to fail
+        with contextlib.suppress(OSError):
+            for tmp in folder.glob(f"*.{os.getpid()}.tmp"):
+                tmp.unlink()
+        return
+    load(con, names, tag)
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")

@@ -1,0 +1,78 @@
+"""The run's cache of derived tables (analysis/cache.py): a summary read from it equals one derived afresh, and a
+changed log, SLO or threshold is never served stale files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kvbench.analysis import cache
+from kvbench.analysis.slo import parse_slo
+from kvbench.present import summary
+from kvbench.records import Request
+from kvbench.run import RunOptions, execute
+from kvbench.targets import resolve
+from kvbench.workload.load import Workload
+
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # 120 requests every 20 ms on the default simulated cluster: steps, KV transfers and decode gaps
+    reqs = [Request(i, i * 20 * MS, 200 + 37 * (i % 11), 4 + i % 9) for i in range(120)]
+    wl = Workload("cache", "test", "0", lambda: iter(reqs), slo_ms={"ttft": 500.0})
+    run_dir, stats = execute(wl, resolve("sim"), RunOptions(out=tmp_path_factory.mktemp("c") / "run"))
+    assert stats.status == "complete"
+    return run_dir
+
+
+def _files(run_dir: Path) -> list[str]:
+    folder = run_dir / cache.CACHE_DIR
+    return sorted(p.name.split("-")[0] for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_a_small_log_is_not_cached(sim_run):
+    summary.build(sim_run)  # the default threshold: this log is a few kB
+    assert _files(sim_run) == []
+
+
+def test_cached_summary_equals_the_derived_one(sim_run):
+    fresh = summary.build(sim_run)
+    first = summary.build(sim_run, cache_from=0)  # derives, then writes the cache
+    assert _files(sim_run) == ["event_gaps", "kv_transfers", "per_request", "step_itl", "tier_hits"]
+    stamps = {p.name: p.stat().st_mtime_ns for p in (sim_run / cache.CACHE_DIR).iterdir()}
+    second = summary.build(sim_run, cache_from=0)  # reads it
+    assert {p.name: p.stat().st_mtime_ns for p in (sim_run / cache.CACHE_DIR).iterdir()} == stamps
+    assert fresh == first == second
+    assert second["metrics"]["kv_transfer.count"] > 0 and second["metrics"]["itl_ms.count"] > 0
+
+
+def test_another_slo_replaces_the_slo_dependent_files_only(sim_run):
+    summary.build(sim_run, cache_from=0)
+    before = {p.name for p in (sim_run / cache.CACHE_DIR).iterdir()}
+    slo = parse_slo("ttft=50,tpot=20")
+    got = summary.build(sim_run, slo, cache_from=0)
+    after = {p.name for p in (sim_run / cache.CACHE_DIR).iterdir()}
+    assert got == summary.build(sim_run, slo)  # uncached
+    kept = before & after
+    assert [n.split("-")[0] for n in kept] == ["kv_transfers"] and len(after) == len(before)
+
+
+def test_a_rewritten_log_part_is_derived_again(sim_run, tmp_path):
+    summary.build(sim_run, cache_from=0)
+    key = cache.signature(sim_run, 0)
+    part = next((sim_run / "events").glob("*.parquet"))
+    st = part.stat()
+    os.utime(part, ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # same bytes, a new mtime: another log for the cache
+    assert cache.signature(sim_run, 0) != key
+    doc = summary.build(sim_run, cache_from=0)
+    assert all(key not in p.name for p in (sim_run / cache.CACHE_DIR).iterdir())  # the old key's files are gone
+    assert doc == summary.build(sim_run)
+
+
+def test_the_threshold_counts_event_log_bytes(sim_run):
+    size = sum(p.stat().st_size for p in (sim_run / "events").glob("*.parquet"))
+    assert cache.signature(sim_run, size) is not None and cache.signature(sim_run, size + 1) is None
