@@ -1,9 +1,9 @@
 """Benchmark of `kvbench sweep` on the simulator: parallel efficiency of the local process pool and of Ray.
 
-Run:  python tests/bench/bench_sweep.py [--reps 3] [--requests 1500] [--rates 4,8] [--no-ray]
+Run:  python tests/bench/bench_sweep.py [--reps 3] [--requests 1500] [--rates 4,8] [--trace FILE] [--no-ray]
 
 One sweep of 4 x len(--rates) points (2 prefill x 2 decode instances x the rates, sim:pd-2p2d on
-traces/kimi-sample.jsonl, the first --requests requests each), timed from start to sweep.parquet, each repetition into a fresh directory:
+traces/kimi-sample.jsonl or --trace, the first --requests requests each), timed from start to sweep.parquet, each repetition into a fresh directory:
 * one at a time in this process (--workers 1): the serial baseline;
 * the local pool with 1 and with 2 processes (a fork server; the 1-process pool shows the pool's own cost);
 * Ray tasks on a local cluster of 2 CPUs started once (its start-up is reported apart), kept on 127.0.0.1.
@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--requests", type=int, default=1500)
     ap.add_argument("--rates", default="4,8", help="offered rates (req/s), comma-separated")
+    ap.add_argument("--trace", type=Path, default=TRACE, help="Mooncake-format trace (longer points: a larger one)")
     ap.add_argument("--no-ray", action="store_true")
     args = ap.parse_args()
     from kvbench.plan.sweepspec import load_sweep
@@ -60,7 +61,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         spec = Path(d) / "bench.toml"
         rates = ", ".join(str(float(r)) for r in args.rates.split(","))
-        spec.write_text(SPEC.format(trace=TRACE, requests=args.requests, rates=rates))
+        spec.write_text(SPEC.format(trace=args.trace.resolve(), requests=args.requests, rates=rates))
         sweep = load_sweep(spec)
         print(f"{len(sweep.jobs)} points x {args.requests} requests; load average {os.getloadavg()}", flush=True)
         serial = median_of(args.reps, lambda: timed(sweep, workers=1))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+# A hang guard, not a speed limit: a small plan's goodput searches took over 120 s on a shared machine at load 10+.
+HANG_S = 600
+
 
 def kvbench(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -12,5 +15,5 @@ def kvbench(*args: str, cwd=None) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         cwd=cwd,
-        timeout=120,
+        timeout=HANG_S,
     )
