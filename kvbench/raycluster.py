@@ -26,9 +26,14 @@ def connect(address: str) -> Callable[[], None]:
     return ray.shutdown
 
 
-def files_of(directory: Path) -> Files:
-    """Every file under `directory`, by path relative to it."""
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+def files_of(directory: Path, skip: str = "") -> Files:
+    """Every file under `directory` (but those under its folder `skip`), by path relative to it."""
+    files = (p for p in sorted(directory.rglob("*")) if p.is_file())
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in files
+        if not (skip and p.is_relative_to(directory / skip))
+    }
 
 
 def put_files(directory: Path, files: Files) -> None:

@@ -65,7 +65,7 @@ def _where(con: duckdb.DuckDBPyConnection) -> tuple[Path, str] | None:
 
 
 def _file(folder: Path, name: str, key: str, tag: str) -> Path:
-    suffix = hashlib.sha256(f"{key} {tag}".encode()).hexdigest()[:16] if tag else key
+    suffix = f"{key}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}" if tag else key
     return folder / f"{name}-{suffix}.parquet"
 
 
@@ -97,7 +97,8 @@ def drop(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> None:
 
 def save(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") -> None:
     """Write each of `names` (tables or views on `con`) to the cache, then view it from there (no-op without a
-    cache; a write that fails leaves the tables as they were). Files of other keys for these names are removed."""
+    cache; a write that fails leaves the tables as they were). Files of other keys (an older log) for these names
+    are removed; other tags of this key (another SLO) are kept, so concurrent summaries never delete each other's."""
     import duckdb
 
     where = _where(con)
@@ -111,9 +112,9 @@ def save(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") ->
             tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
             con.execute(f"COPY (SELECT * FROM {name}) TO '{_quoted(tmp)}' (FORMAT parquet, COMPRESSION zstd)")
             os.replace(tmp, f)
-            for old in folder.glob(f"{name}-*.parquet"):  # another log's or SLO's: the last one written is kept
-                if old != f:
-                    old.unlink()
+            for old in folder.glob(f"{name}-*.parquet"):
+                if not old.name.startswith(f"{name}-{key}"):  # an older log's
+                    old.unlink(missing_ok=True)
     except (OSError, duckdb.Error):  # the tables stay as built: a cache is never a reason to fail
         with contextlib.suppress(OSError):
             for tmp in folder.glob(f"*.{os.getpid()}.tmp"):

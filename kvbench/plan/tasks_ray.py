@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kvbench.analysis.cache import CACHE_DIR
 from kvbench.raycluster import Files, connect, files_of, put_files
 
 if TYPE_CHECKING:
@@ -20,11 +21,12 @@ Task = Callable[[Any, Path], dict[str, Any]]  # runs a job into a directory, ret
 
 
 def in_scratch(task: Task, job: Any, name: str) -> tuple[dict[str, Any], Files]:
-    """Run `task` into a scratch directory; its row and every file it wrote (the scratch is removed)."""
+    """Run `task` into a scratch directory; its row and every file it wrote (the scratch is removed) but a summary
+    cache, whose key names the scratch files' times and would not match on the driver anyway."""
     with tempfile.TemporaryDirectory(prefix="kvbench-task-") as tmp:
         out = Path(tmp) / name
         row = task(job, out)
-        files = files_of(out)
+        files = files_of(out, skip=CACHE_DIR)
     return row, files
 
 
