@@ -4,20 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any
 
-from kvbench.config import KeyPath, NonEmpty, Range, Source, dotted, read, read_value, reject_unknown
+from kvbench.config import KeyPath, Range, Source, dotted, read, read_value, reject_unknown
 from kvbench.sim.cost.config import COST_KEYS  # the cost model's keys of a pool table
+from kvbench.sim.profilefile import (
+    MAX_GPUS,
+    MAX_TOKENS,
+    ClusterFile,
+    LongContextFile,
+    PoolFile,
+    RescheduleFile,
+    SpecDecodeFile,
+    Tokens,
+)
 from kvbench.units import ms_to_ns, parse_count
 
-Role = Literal["colocated", "pre_prefill", "prefill", "decode"]
-ROLES: tuple[str, ...] = get_args(Role)
 LAYOUTS = {("colocated",): "colocated", ("decode", "prefill"): "pd", ("decode", "pre_prefill", "prefill"): "cpd"}
 TIER_KINDS = ("dram", "ssd", "pool")  # below the per-instance HBM prefix cache, fastest first
 TIER_SCOPES = {"dram": "node", "ssd": "node", "pool": "cluster"}
-GranularityName = Literal["layer-block", "layer", "request"]  # sim.transfer.GRANULARITIES (a test keeps them equal)
-LongContextMode = Literal["pipeline", "context_parallel"]
-Sharing = Literal["fifo", "fair"]  # sim.transfer.SHARING: how concurrent transfers share a link's wire
 # Router name -> its parameters and defaults (REFERENCE §3; SGLang defaults are the newer 0.3 / 64 / 1.5).
 ROUTER_PARAMS: dict[str, dict[str, Any]] = {
     "round_robin": {},
@@ -40,13 +45,6 @@ ROUTER_PARAMS: dict[str, dict[str, Any]] = {
     "cpd": {"warm_threshold": 0.5},
 }
 ENGINE_KEYS = ("token_budget", "max_running", "block_tokens", "chunked_prefill", "share_inflight")
-# Sizes no real deployment reaches, checked before anything is built: a typo (instances = 10000000) is a one-line
-# error rather than gigabytes of engines. The largest published PD deployments run hundreds of nodes.
-MAX_INSTANCES = 4096  # per pool
-MAX_GPUS = 65_536  # instances x tp, summed over the pools
-MAX_TOKEN_BUDGET = 1 << 24  # tokens per batch step (16,777,216)
-MAX_RUNNING = 1 << 16  # requests in a running batch (65,536)
-MAX_TOKENS = 1 << 40  # a tier's capacity or a threshold in tokens (~1.1e12)
 
 
 @dataclass(frozen=True)
@@ -143,126 +141,6 @@ class ClusterCfg:
         return next((p for p in self.pools if p.role == role), None)
 
 
-Tokens = int | str  # a token count: 3000000 or "3M"
-Link = Annotated[str, NonEmpty()]  # a link catalog name
-
-
-@dataclass(frozen=True)
-class _EngineFile:
-    token_budget: Annotated[int, Range(1, MAX_TOKEN_BUDGET)] = 8192
-    max_running: Annotated[int, Range(1, MAX_RUNNING)] = 256
-    block_tokens: Annotated[int, Range(1, 1 << 20)] = 16
-    chunked_prefill: bool = True
-    share_inflight: bool = False
-
-
-@dataclass(frozen=True)
-class _PoolFile:
-    role: Role
-    gpu: Any  # the cost-model keys (gpu ... cost) are checked by the cost model (kvbench/sim/cost/config.py)
-    instances: Annotated[int, Range(1, MAX_INSTANCES)] = 1
-    tp: Annotated[int, Range(1)] | None = None  # <= gpus_per_node; None: 1
-    token_budget: Annotated[int, Range(1, MAX_TOKEN_BUDGET)] | None = None  # None takes the [engine] table's value
-    max_running: Annotated[int, Range(1, MAX_RUNNING)] | None = None
-    block_tokens: Annotated[int, Range(1, 1 << 20)] | None = None
-    chunked_prefill: bool | None = None
-    share_inflight: bool | None = None
-    model: Any = None
-    mfu: Any = None
-    mbu: Any = None
-    step_overhead_ns: Any = None
-    layer_overhead_ns: Any = None
-    mem_fraction: Any = None
-    dp_attention: Any = None
-    allreduce_link: Any = None
-    ep: Any = None  # the parallel-layout keys are checked by the cost model too (kvbench/sim/cost/parallel.py)
-    pp: Any = None
-    microbatches: Any = None
-    fp8: Any = None
-    ep_link: Any = None
-    ep_intra_link: Any = None
-    pp_link: Any = None
-    profile: Any = None
-    cost: Any = None  # "aic:BACKEND": step times from AIConfigurator (kvbench/sim/cost/aic.py)
-    preempt: Literal["recompute", "swap"] = "recompute"
-    swap_gib: Annotated[float, Range(0, open_lo=True)] = 4.0
-    dram_link: Link = "pcie5"
-    kv_landing: Literal["hbm", "dram"] = "hbm"
-
-
-@dataclass(frozen=True)
-class _TransferFile:
-    link: Link = "roce-mooncake"
-    intra_link: Link = "nvlink-h100"
-    granularity: GranularityName = "layer"
-    layerwise: bool = True
-    sharing: Sharing = "fifo"
-
-
-@dataclass(frozen=True)
-class _TierFile:
-    capacity_tokens: Tokens
-    link: Link | dict[str, Any]  # a catalog name or an inline LinkSpec table
-    write_through: bool = False
-    layerwise: bool = False
-    replicas: Annotated[int, Range(0, MAX_INSTANCES)] = 0  # the pool tier only
-    replicate_hot: Annotated[int, Range(0)] = 0
-    sharing: Sharing = "fifo"
-
-
-@dataclass(frozen=True)
-class _TiersFile:
-    dram: _TierFile | None = None
-    ssd: _TierFile | None = None
-    pool: _TierFile | None = None
-
-
-@dataclass(frozen=True)
-class _SpecDecodeFile:
-    acceptance: tuple[Annotated[float, Range(0, 1)], ...]  # k probabilities
-    k: Annotated[int, Range(1, 16)] = 3
-    draft_model: str = ""
-    draft_apart: bool = False
-    draft_link: Link = "nvlink-h100"
-
-
-@dataclass(frozen=True)
-class _RescheduleFile:
-    interval_ms: Annotated[float, Range(0, open_lo=True)] = 500.0
-    predictor_error: Annotated[float, Range(0, 10)] = 0.2
-    imbalance: Annotated[float, Range(0)] = 0.25
-    max_migrations: Annotated[int, Range(1)] = 4
-    link: Link = "roce-mooncake"
-
-
-@dataclass(frozen=True)
-class _LongContextFile:
-    threshold_tokens: Tokens = 131_072
-    instances: Annotated[int, Range(2)] = 2  # <= the prefill pool's instances
-    mode: LongContextMode = "pipeline"
-
-
-@dataclass(frozen=True)
-class _ClusterFile:
-    """A sim profile's keys as written; parse_cluster derives the ClusterCfg from it."""
-
-    kind: str = "sim"
-    description: str = ""
-    model: Any = "Llama-3.1-8B"  # catalog name or inline table (checked by the cost model)
-    gpus_per_node: Annotated[int, Range(1, 1024)] = 8
-    frontend_ms: Annotated[float, Range(0)] = 0.0
-    prefix_caching: bool = True
-    prefix_block_tokens: Annotated[int, Range(1, 1 << 20)] = 512
-    engine: _EngineFile = field(default_factory=_EngineFile)
-    pools: dict[str, _PoolFile] = field(default_factory=dict)
-    router: Any = "round_robin"  # a router name or a [router] table (its keys depend on the name)
-    transfer: _TransferFile = field(default_factory=_TransferFile)
-    tiers: _TiersFile = field(default_factory=_TiersFile)
-    spec_decode: _SpecDecodeFile | None = None
-    reschedule: _RescheduleFile | None = None
-    long_context: _LongContextFile | None = None
-
-
 def _tokens(src: Source, path: KeyPath, value: Tokens) -> int:
     try:
         n = parse_count(value) if isinstance(value, str) else value
@@ -273,7 +151,7 @@ def _tokens(src: Source, path: KeyPath, value: Tokens) -> int:
     return n
 
 
-def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
+def _pools(src: Source, f: ClusterFile) -> tuple[PoolCfg, ...]:
     if not f.pools:
         raise src.error(("pools",), "pools: expected at least one [pools.NAME] table with role, instances, gpu")
     out = []
@@ -309,7 +187,7 @@ def _pools(src: Source, f: _ClusterFile) -> tuple[PoolCfg, ...]:
     return tuple(out)
 
 
-def _instance_gpus(src: Source, name: str, t: _PoolFile, per_node: int) -> int:
+def _instance_gpus(src: Source, name: str, t: PoolFile, per_node: int) -> int:
     """GPUs of one instance, (ep or tp) x pp; an instance larger than a node fills whole nodes."""
     ep, pp = t.ep or 1, t.pp or 1
     if isinstance(ep, bool) or not isinstance(ep, int) or isinstance(pp, bool) or not isinstance(pp, int):
@@ -345,7 +223,7 @@ def _router(src: Source, router: Any, layout: str) -> tuple[str, tuple]:
     return name, tuple(sorted(params.items()))
 
 
-def _tiers(src: Source, f: _ClusterFile) -> tuple[TierCfg, ...]:
+def _tiers(src: Source, f: ClusterFile) -> tuple[TierCfg, ...]:
     out = []
     for kind in TIER_KINDS:  # fixed order: the demotion chain is HBM -> dram -> ssd -> pool
         t = getattr(f.tiers, kind)
@@ -363,7 +241,7 @@ def _tiers(src: Source, f: _ClusterFile) -> tuple[TierCfg, ...]:
     return tuple(out)
 
 
-def _spec_decode(src: Source, t: _SpecDecodeFile | None) -> SpecDecodeCfg | None:
+def _spec_decode(src: Source, t: SpecDecodeFile | None) -> SpecDecodeCfg | None:
     if t is None:
         return None
     if len(t.acceptance) != t.k:
@@ -371,7 +249,7 @@ def _spec_decode(src: Source, t: _SpecDecodeFile | None) -> SpecDecodeCfg | None
     return SpecDecodeCfg(t.k, t.acceptance, t.draft_model, t.draft_apart, t.draft_link)
 
 
-def _reschedule(src: Source, t: _RescheduleFile | None, layout: str) -> RescheduleCfg | None:
+def _reschedule(src: Source, t: RescheduleFile | None, layout: str) -> RescheduleCfg | None:
     if t is None:
         return None
     if layout == "colocated":
@@ -379,7 +257,7 @@ def _reschedule(src: Source, t: _RescheduleFile | None, layout: str) -> Reschedu
     return RescheduleCfg(ms_to_ns(t.interval_ms), t.predictor_error, t.imbalance, t.max_migrations, t.link)
 
 
-def _long_context(src: Source, t: _LongContextFile | None, pools: tuple[PoolCfg, ...]) -> LongContextCfg | None:
+def _long_context(src: Source, t: LongContextFile | None, pools: tuple[PoolCfg, ...]) -> LongContextCfg | None:
     if t is None:
         return None
     first = next((p for p in pools if p.role == "prefill"), None)
@@ -398,7 +276,7 @@ def _source(source: str) -> Source:
 def parse_cluster(params: dict[str, Any], source: str) -> ClusterCfg:
     """Validate a sim profile (TargetSpec.params, --set overrides applied) into a ClusterCfg."""
     src = _source(source)
-    f = read(_ClusterFile, params, src)
+    f = read(ClusterFile, params, src)
     pools = _pools(src, f)
     layout = LAYOUTS[tuple(sorted({p.role for p in pools}))]
     router, router_params = _router(src, f.router, layout)

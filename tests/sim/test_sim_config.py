@@ -196,7 +196,7 @@ def test_dp_attention_multiplies_mla_kv_capacity(tmp_path):
 def test_profile_granularity_names_are_the_transfer_models():
     from typing import get_args
 
-    from kvbench.sim.cluster import GranularityName
+    from kvbench.sim.profilefile import GranularityName
     from kvbench.sim.transfer import GRANULARITIES
 
     assert get_args(GranularityName) == GRANULARITIES
@@ -205,7 +205,7 @@ def test_profile_granularity_names_are_the_transfer_models():
 def test_a_pool_table_accepts_every_cost_model_key():
     from dataclasses import fields
 
-    from kvbench.sim.cluster import _PoolFile
     from kvbench.sim.cost.config import COST_KEYS
+    from kvbench.sim.profilefile import PoolFile
 
-    assert set(COST_KEYS) <= {f.name for f in fields(_PoolFile)}
+    assert set(COST_KEYS) <= {f.name for f in fields(PoolFile)}
