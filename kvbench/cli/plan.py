@@ -85,26 +85,13 @@ def _with_bar(p: PlanSpec, out: Path, workers: int | None, ray: str | None) -> P
         return run_plan(p, out, workers, ray, show)
 
 
-COLUMNS = {  # plan.parquet column -> table heading
-    "rung": "rung",
-    "goodput_per_gpu": "req/s/GPU",
-    "goodput": "req/s",
-    "gpus": "GPUs",
-    "ttft_ms.p50": "TTFT p50 ms",
-    "ttft_ms.p90": "TTFT p90 ms",
-    "tpot_ms.p50": "TPOT p50 ms",
-    "tpot_ms.p90": "TPOT p90 ms",
-    "prefix_hit_ratio": "hit ratio",
-}
-PRICED = {"goodput_per_dollar_hour": "req/s per $/h", "dollars_per_hour": "$/h"}  # first, in a priced plan
-
-
 def _print(result: PlanResult, out: Path, top: int = 15) -> None:
     """The ranking's top rows (which fronts each is on), the pruned count and the chosen deployment."""
     from rich.console import Console
     from rich.table import Table
 
     from kvbench.present import fmt
+    from kvbench.present.planreport import FIGURES, PRICED
 
     priced = any("dollars_per_hour" in r for r in result.rows)
     by = "goodput per $/h" if priced else "goodput/GPU"
@@ -114,7 +101,7 @@ def _print(result: PlanResult, out: Path, top: int = 15) -> None:
     )
     t.add_column("#", justify="right")
     t.add_column("deployment", no_wrap=True)
-    columns = {"rung": "rung"} | (PRICED if priced else {}) | COLUMNS
+    columns = {"rung": "rung"} | (PRICED if priced else {}) | FIGURES  # the report's headings
     for title in columns.values():
         t.add_column(title, justify="right")
     t.add_column("front", no_wrap=True)

@@ -12,8 +12,8 @@ from kvbench.present.tables import Cell, Part, Section, Table
 
 TOP = 20  # candidates in the ranking table; plan.parquet holds them all
 CHOSEN = "★"
-PRICED = {"goodput_per_dollar_hour": "req/s per $/h", "dollars_per_hour": "$/h"}
-FIGURES = {
+PRICED = {"goodput_per_dollar_hour": "req/s per $/h", "dollars_per_hour": "$/h"}  # first, in a priced plan
+FIGURES = {  # plan.parquet column -> heading, here and in the terminal table of `kvbench plan`
     "goodput_per_gpu": "req/s/GPU",
     "goodput": "req/s",
     "gpus": "GPUs",
