@@ -16,10 +16,9 @@ import duckdb
 import pytest
 from support.cli import kvbench
 from support.ray_cluster import local_cluster
-from support.serve_proc import start_serve
+from support.serve_proc import served
 
 from kvbench.config import ConfigError
-from kvbench.devservers.llamacpp import stop
 from kvbench.records import Request
 from kvbench.run import RunOptions, load_run
 from kvbench.run_ray import execute_on_ray
@@ -39,11 +38,8 @@ def cluster():
 @pytest.fixture(scope="module")
 def server():
     """5 ms to the first token, 5 ms a token; prefix cache in blocks of 16 words (a word is a token here)."""
-    proc, url = start_serve("--target", "fixed:ttft_ms=5,itl_ms=5")
-    try:
+    with served("--target", "fixed:ttft_ms=5,itl_ms=5") as url:
         yield url
-    finally:
-        stop(proc)
 
 
 def workload() -> Workload:

@@ -7,19 +7,15 @@ import json
 
 import pytest
 from support.cli import kvbench
-from support.serve_proc import start_serve
+from support.serve_proc import served
 
-from kvbench.devservers.llamacpp import stop
 from kvbench.workload import load
 
 
 @pytest.fixture(scope="module")
 def serve_url():
-    proc, url = start_serve("--target", "fixed:ttft_ms=20,itl_ms=1")
-    try:
+    with served("--target", "fixed:ttft_ms=20,itl_ms=1") as url:
         yield url
-    finally:
-        stop(proc)
 
 
 def _trace(path, stamps_ms: list[int]):

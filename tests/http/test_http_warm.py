@@ -7,9 +7,8 @@ import json
 
 import pytest
 from support.faultserver import q
-from support.serve_proc import start_serve
+from support.serve_proc import served
 
-from kvbench.devservers.llamacpp import stop
 from kvbench.records import Request
 from kvbench.run import START_MARGIN_NS, RunOptions, execute
 from kvbench.target import TargetSpec
@@ -18,11 +17,8 @@ from kvbench.workload.stream import Workload
 
 @pytest.fixture(scope="module")
 def serve_url():
-    proc, url = start_serve("--target", "fixed:ttft_ms=300,itl_ms=1")
-    try:
+    with served("--target", "fixed:ttft_ms=300,itl_ms=1") as url:
         yield url
-    finally:
-        stop(proc)
 
 
 def _run(serve_url: str, requests: list[Request], out, **opts) -> list[tuple]:

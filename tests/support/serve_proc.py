@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from kvbench.devservers.llamacpp import stop
 
@@ -25,3 +27,13 @@ def start_serve(*args: str) -> tuple[subprocess.Popen, str]:
         stop(proc)
         raise AssertionError(f"kvbench serve did not start: {line!r} {proc.stderr.read()}")
     return proc, line
+
+
+@contextmanager
+def served(*args: str) -> Iterator[str]:
+    """`kvbench serve ARGS` for the length of a with-block (a module fixture's life): its base URL; stopped after."""
+    proc, url = start_serve(*args)
+    try:
+        yield url
+    finally:
+        stop(proc)
