@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import gc
-import multiprocessing
 import os
 import platform
 import socket
@@ -24,10 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.clientlag import client_lag
 from kvbench.config import ConfigError
@@ -41,6 +38,10 @@ from kvbench.targets import registration
 from kvbench.units import NS_PER_MS, s_to_ns
 from kvbench.version import __version__
 from kvbench.workload.load import Workload
+
+if TYPE_CHECKING:  # multiprocessing is imported by sharded runs only
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 # A real-time run's t0 is this far ahead (of the fork, when sharded): every worker is ready and its connections
 # open at t = 0.
@@ -289,6 +290,8 @@ def _share(concurrency: int | None, k: int, n: int) -> int | None:
 
 def _forked(workload: Workload, spec: TargetSpec, reg: Registration, opts: RunOptions, run_dir: Path) -> Sharded:
     """The default sharder: `opts.workers` forked processes of this host, one t0 START_MARGIN_NS from now."""
+    import multiprocessing
+
     t0_ns = time.monotonic_ns() + START_MARGIN_NS
     mp = multiprocessing.get_context("fork")
     conns: list[Connection] = []
