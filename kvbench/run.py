@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from kvbench.clientlag import client_lag
 from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, EventLog, read_manifest, write_manifest
+from kvbench.gcpolicy import fewer_collections
 from kvbench.records import Event, Request
 from kvbench.redact import redact_argv, redact_params, redact_text, secret_values
 from kvbench.replayer import Replayer, ReplayStats
@@ -259,19 +260,11 @@ def _replay(
         log.close()
 
 
-@contextmanager
-def _virtual_gc() -> Iterator[None]:
+def _virtual_gc() -> AbstractContextManager[None]:
     """A simulated run keeps ~10 small tuples a request (log rows, heap entries) until the next flush, and frees
     its requests by reference counting: a young-generation collection every 700 allocations rescans those rows
-    for no garbage. Cycles (rare: long-context parts) are still collected, less often. A threshold set higher (or
-    0, off) by the caller is kept."""
-    old = gc.get_threshold()
-    if 0 < old[0] < VIRTUAL_GC_THRESHOLD:
-        gc.set_threshold(VIRTUAL_GC_THRESHOLD, *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
+    for no garbage. Cycles (rare: long-context parts) are still collected, less often."""
+    return fewer_collections(VIRTUAL_GC_THRESHOLD)
 
 
 def shard(requests: Iterator[Request], k: int, n: int, replayer: Replayer) -> Iterator[Request]:
