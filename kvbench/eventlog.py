@@ -5,9 +5,8 @@ from __future__ import annotations
 import errno
 import json
 import os
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -94,47 +93,11 @@ def _write_options(schema: pa.Schema) -> dict:
     return {"compression": "zstd", "use_dictionary": strings}
 
 
-class Background:
-    """Writes a log's parts on a thread, one part at a time: pyarrow encodes, compresses and writes without the
-    GIL, so on a second core this overlaps the simulation that fills the next buffer (a simulated run; a real
-    run writes in place, within its 1 s durability). At most one part is in flight (the memory of one buffer).
-    A write's failure is raised in the caller's thread, at the next write or at `wait()`."""
-
-    __slots__ = ("_thread", "_error")
-
-    def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-
-    def submit(self, write: Callable[[], None]) -> None:
-        """Wait for the part in flight (raising its failure), then start `write` on a thread of its own."""
-        self.wait()
-        # Not a daemon: a run that stops with an exception still gets its last part written before the exit.
-        self._thread = threading.Thread(target=self._run, args=(write,), name="kvbench-part-writer")
-        self._thread.start()
-
-    def _run(self, write: Callable[[], None]) -> None:
-        try:
-            write()
-        except BaseException as e:  # handed to the caller's thread by wait()
-            self._error = e
-
-    def wait(self) -> None:
-        """Return once no part is in flight; raise the failure of the last one, if it failed."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-
 class PartWriter:
     """One table of a run: `append(row)` buffers a tuple in schema order; buffered rows are written as numbered
     Parquet parts in `dir/` when the log finds them due (EventLog.check / tick / close, or after an `extend`).
 
     Each part is written to a temporary name and renamed, so a killed process leaves only complete files.
-    `background`: write the parts on its thread (the buffer is converted here; see Background).
     """
 
     __slots__ = (
@@ -148,17 +111,9 @@ class PartWriter:
         "written",
         "_last_flush_ns",
         "_options",
-        "_background",
     )
 
-    def __init__(
-        self,
-        directory: Path,
-        schema: pa.Schema,
-        prefix: str = "part",
-        realtime: bool = False,
-        background: Background | None = None,
-    ):
+    def __init__(self, directory: Path, schema: pa.Schema, prefix: str = "part", realtime: bool = False):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.schema, self.prefix, self.realtime = schema, prefix, realtime
@@ -168,7 +123,6 @@ class PartWriter:
         self.written = 0
         self._last_flush_ns = time.monotonic_ns()
         self._options = _write_options(schema)
-        self._background = background
 
     def extend(self, rows: Iterable[tuple]) -> None:
         self.rows.extend(rows)
@@ -196,22 +150,16 @@ class PartWriter:
         if not n:
             return
         path = self.dir / f"{self.prefix}-{len(self.parts):05d}.parquet"
-        table = self._take_table()
-        if self._background is None:
-            self._write(table, path)
-        else:
-            self._background.submit(lambda: self._write(table, path))
-        self.parts.append(path)
-        self.written += n
-
-    def _write(self, table: pa.Table, path: Path) -> None:
         tmp = path.with_suffix(".tmp")
+        table = self._take_table()
         try:
             pq.write_table(table, tmp, **self._options)
         except BaseException:
             tmp.unlink(missing_ok=True)  # a part half written (disk full): its space back, never read
             raise
         os.replace(tmp, path)
+        self.parts.append(path)
+        self.written += n
 
     def close(self) -> None:
         self.flush()
@@ -240,10 +188,8 @@ class EventsWriter(PartWriter):
 
     __slots__ = ("chunks",)
 
-    def __init__(
-        self, directory: Path, prefix: str = "part", realtime: bool = False, background: Background | None = None
-    ):
-        super().__init__(directory, EVENTS, prefix, realtime, background)
+    def __init__(self, directory: Path, prefix: str = "part", realtime: bool = False):
+        super().__init__(directory, EVENTS, prefix, realtime)
         self.chunks: list[tuple[int, int, int]] = []
 
     def pending(self) -> int:
@@ -285,9 +231,8 @@ class EventLog:
         self.run_dir = Path(run_dir)
         self.realtime = realtime  # t_ns is wall-clock time (flushes by age matter) rather than virtual time
         self._prefix = "part" if worker is None else f"w{worker:03d}"
-        self._background = None if realtime else Background()
-        self.events = EventsWriter(self.run_dir / "events", self._prefix, realtime, self._background)
-        self.requests = PartWriter(self.run_dir / "requests", REQUESTS, self._prefix, realtime, self._background)
+        self.events = EventsWriter(self.run_dir / "events", self._prefix, realtime)
+        self.requests = PartWriter(self.run_dir / "requests", REQUESTS, self._prefix, realtime)
         self._writers: list[PartWriter] = [self.events, self.requests]
         self._extra: dict[str, PartWriter] = {}
         self.emit = self.events.append  # per event: a bare list append, looked at by check()
@@ -318,8 +263,7 @@ class EventLog:
         if name not in self._extra:
             if name not in TABLES or name in ("events", "requests"):
                 raise KeyError(f"no side table {name!r}; side tables: steps, server_metrics")
-            writer = PartWriter(self.run_dir / name, TABLES[name], self._prefix, self.realtime, self._background)
-            self._extra[name] = writer
+            self._extra[name] = PartWriter(self.run_dir / name, TABLES[name], self._prefix, self.realtime)
             self._writers.append(self._extra[name])
         return self._extra[name]
 
@@ -339,13 +283,8 @@ class EventLog:
         return self.events.written + self.events.pending()
 
     def close(self) -> None:
-        """Write every buffer; return once every part is on disk."""
-        try:
-            for w in self._writers:
-                w.close()
-        finally:
-            if self._background is not None:
-                self._background.wait()
+        for w in self._writers:
+            w.close()
 
 
 def write_manifest(run_dir: str | os.PathLike, manifest: dict[str, Any]) -> None:
