@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import errno
-import gc
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kvbench.logcolumns import column, dictionary, to_table
 from kvbench.records import Request
 
 SCHEMA_VERSION = 1
@@ -87,80 +86,6 @@ def table_parts(run_dir: str | os.PathLike, table: str = "events") -> list[str]:
     return sorted(str(p) for p in (Path(run_dir) / table).glob("*.parquet"))
 
 
-def _to_table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
-    gc_was_on = gc.isenabled()
-    gc.disable()  # transposing ~10^5 rows allocates big tuples; collections here only rescan the buffer (3-5x slower)
-    try:
-        columns = list(zip(*rows))
-        return pa.Table.from_arrays([_column(v, f.type) for v, f in zip(columns, schema)], schema=schema)
-    finally:
-        if gc_was_on:
-            gc.enable()
-
-
-# Columns are built from numpy buffers, never with pa.array on Python values: pa.array imports pandas on first use
-# (the longest single import of a simulated run) and dictionary_encode loads pyarrow's compute kernels.
-_NUMPY = {pa.int8(): np.int8, pa.int32(): np.int32, pa.int64(): np.int64, pa.float64(): np.float64}
-
-
-def _column(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
-    """An Arrow array of `type_` (int32, int64, float64, string or dictionary of strings) from Python values;
-    None is null."""
-    if pa.types.is_dictionary(type_):
-        return _dictionary(values, type_)
-    if pa.types.is_string(type_):
-        return _strings(values)
-    n, dtype = len(values), _NUMPY[type_]
-    if None not in values:
-        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(np.fromiter(values, dtype, n))])
-    obj, valid = _objects(values)
-    obj[~valid] = 0
-    return pa.Array.from_buffers(type_, n, [*_validity(valid), pa.py_buffer(obj.astype(dtype))])
-
-
-def _objects(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The values as an object array, and where they are not None (one C loop each)."""
-    obj = np.array(values, dtype=object)
-    return obj, obj != None  # noqa: E711  (elementwise on an object array, not an identity test)
-
-
-def _validity(valid: np.ndarray) -> list[pa.Buffer]:
-    return [pa.py_buffer(np.packbits(valid, bitorder="little"))]
-
-
-def _strings(values: Sequence[str | None]) -> pa.Array:
-    n = len(values)
-    bitmap: list[pa.Buffer | None] = [None]
-    texts: Sequence[str] = values  # type: ignore[assignment]  # no None in it, unless replaced just below
-    if None in values:
-        obj, valid = _objects(values)
-        obj[~valid] = ""
-        texts, bitmap = obj.tolist(), _validity(valid)
-    joined = "".join(texts)
-    if joined.isascii():  # one byte per character: lengths without encoding each string
-        data, lengths = joined.encode(), np.fromiter(map(len, texts), np.int64, n)
-    else:
-        encoded = [t.encode() for t in texts]
-        data, lengths = b"".join(encoded), np.fromiter(map(len, encoded), np.int64, n)
-    offsets = np.zeros(n + 1, np.int32)  # a part holds at most FLUSH_ROWS rows of short strings: int32 offsets
-    np.cumsum(lengths, out=offsets[1:])
-    return pa.Array.from_buffers(pa.string(), n, [*bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _dictionary(values: Sequence[str | None], type_: pa.DictionaryType) -> pa.Array:
-    """Dictionary-encoded strings, the dictionary in order of first appearance (as pyarrow's dictionary_encode)."""
-    n, words = len(values), list(dict.fromkeys(values))
-    bitmap: list[pa.Buffer | None] = [None]
-    if None in words:
-        words.remove(None)
-        bitmap = _validity(_objects(values)[1])
-    code: dict[str | None, int] = {w: i for i, w in enumerate(words)}
-    code[None] = 0
-    indices = np.fromiter(map(code.__getitem__, values), _NUMPY[type_.index_type], n)
-    index = pa.Array.from_buffers(type_.index_type, n, [*bitmap, pa.py_buffer(indices)])
-    return pa.DictionaryArray.from_arrays(index, _strings(words))
-
-
 def _write_options(schema: pa.Schema) -> dict:
     """zstd, and dictionary pages for the string columns only: integer columns (times, ids) rarely repeat, so
     trying a dictionary for them costs time and, once it falls back, size (~25 % faster, ~40 % smaller files)."""
@@ -215,7 +140,7 @@ class PartWriter:
 
     def _take_table(self) -> pa.Table:
         """The buffered rows as a table; the buffers are emptied in place (callers hold bound appends)."""
-        table = _to_table(self.rows, self.schema)
+        table = to_table(self.rows, self.schema)
         self.rows.clear()
         return table
 
@@ -283,10 +208,10 @@ def _chunk_table(chunks: list[tuple[int, int, int]]) -> pa.Table:
     t_ns, req_id, tokens = zip(*chunks)
     n = len(chunks)
     given = {
-        "t_ns": _column(t_ns, pa.int64()),
-        "req_id": _column(req_id, pa.int64()),
-        "kind": _dictionary(("CHUNK",) * n, EVENTS.field("kind").type),
-        "tokens": _column(tokens, pa.int32()),
+        "t_ns": column(t_ns, pa.int64()),
+        "req_id": column(req_id, pa.int64()),
+        "kind": dictionary(("CHUNK",) * n, EVENTS.field("kind").type),
+        "tokens": column(tokens, pa.int32()),
     }
     columns = [given[f.name] if f.name in given else pa.nulls(n, f.type) for f in EVENTS]
     return pa.Table.from_arrays(columns, schema=EVENTS)

@@ -14,24 +14,22 @@ from __future__ import annotations
 
 import errno
 import gc
-import multiprocessing
 import os
 import platform
 import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.clientlag import client_lag
 from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, EventLog, read_manifest, write_manifest
+from kvbench.gcpolicy import fewer_collections
 from kvbench.records import Event, Request
 from kvbench.redact import redact_argv, redact_params, redact_text, secret_values
 from kvbench.replayer import Replayer, ReplayStats
@@ -41,6 +39,10 @@ from kvbench.targets import registration
 from kvbench.units import NS_PER_MS, s_to_ns
 from kvbench.version import __version__
 from kvbench.workload.load import Workload
+
+if TYPE_CHECKING:  # multiprocessing is imported by sharded runs only
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 # A real-time run's t0 is this far ahead (of the fork, when sharded): every worker is ready and its connections
 # open at t = 0.
@@ -258,19 +260,11 @@ def _replay(
         log.close()
 
 
-@contextmanager
-def _virtual_gc() -> Iterator[None]:
+def _virtual_gc() -> AbstractContextManager[None]:
     """A simulated run keeps ~10 small tuples a request (log rows, heap entries) until the next flush, and frees
     its requests by reference counting: a young-generation collection every 700 allocations rescans those rows
-    for no garbage. Cycles (rare: long-context parts) are still collected, less often. A threshold set higher (or
-    0, off) by the caller is kept."""
-    old = gc.get_threshold()
-    if 0 < old[0] < VIRTUAL_GC_THRESHOLD:
-        gc.set_threshold(VIRTUAL_GC_THRESHOLD, *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
+    for no garbage. Cycles (rare: long-context parts) are still collected, less often."""
+    return fewer_collections(VIRTUAL_GC_THRESHOLD)
 
 
 def shard(requests: Iterator[Request], k: int, n: int, replayer: Replayer) -> Iterator[Request]:
@@ -289,6 +283,8 @@ def _share(concurrency: int | None, k: int, n: int) -> int | None:
 
 def _forked(workload: Workload, spec: TargetSpec, reg: Registration, opts: RunOptions, run_dir: Path) -> Sharded:
     """The default sharder: `opts.workers` forked processes of this host, one t0 START_MARGIN_NS from now."""
+    import multiprocessing
+
     t0_ns = time.monotonic_ns() + START_MARGIN_NS
     mp = multiprocessing.get_context("fork")
     conns: list[Connection] = []

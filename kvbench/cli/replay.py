@@ -9,6 +9,7 @@ import typer
 
 from kvbench.cli import replay_options as o
 from kvbench.cli.options import OUTPUT, TARGET, TIMING, WORKLOAD, Overrides, Trace, WorkloadRef
+from kvbench.cli.startup import unscanned_imports
 
 Start = Annotated[
     float,
@@ -119,7 +120,8 @@ def replay(
     result = o.result_options(save_result, result_dir, result_filename, percentile_metrics, metric_percentiles)
     timing = o.timing(rate, burstiness, concurrency, users, think_time, dataset_name is not None)
     parsed_slo = o.check_slo(slo)
-    from kvbench.cli.replay_run import replay_command
+    with unscanned_imports():
+        from kvbench.cli.replay_run import replay_command
 
     if resume:
         from kvbench.rundir import refuse_resume

@@ -7,10 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from rich.console import Console
-
 from kvbench.analysis.slo import Slo
-from kvbench.cli.progress import LiveLatency, count_later, describe, progress_bar
 from kvbench.cli.replay_options import SERVER_TOKENIZER, ResultOptions, Timing
 from kvbench.config import ConfigError
 from kvbench.replayer import ReplayStats
@@ -157,6 +154,11 @@ def _none_finished(run_dir: Path, st: ReplayStats) -> str:
 
 
 def _execute_with_progress(wl, spec, opts, total: int | None):
+    # rich and the live figures are for a run with a progress bar: a -q run never imports them
+    from rich.console import Console
+
+    from kvbench.cli.progress import LiveLatency, count_later, describe, progress_bar
+
     console = Console(stderr=True, width=None if Console(stderr=True).is_terminal else WIDE)
     live = LiveLatency()
     with progress_bar(console) as progress:
@@ -171,6 +173,8 @@ def _execute_with_progress(wl, spec, opts, total: int | None):
 
 
 def _print_result(run_dir: Path, st: ReplayStats) -> None:
+    from rich.console import Console
+
     console = Console(stderr=True, width=None if Console(stderr=True).is_terminal else WIDE)
     console.print(
         f"[bold]{st.status}[/]: {st.submitted:,} requests, {st.finished:,} finished, {st.errors:,} errors, "

@@ -9,10 +9,7 @@ of requests at a time. No special tokens are added, as with a local tokenizer.js
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +42,8 @@ class TokenizeEndpoint:
 
 def count(ep: TokenizeEndpoint, text: str) -> int:
     """Tokens of `text` as the server counts them; raises urllib's errors, ValueError on a body without tokens."""
+    import urllib.request  # here, not at the top: every workload reader imports this module, few count by server
+
     data = json.dumps(ep.body(text)).encode()
     headers = {"Content-Type": "application/json", **dict(ep.headers)}
     req = urllib.request.Request(ep.url, data=data, headers=headers, method="POST")
@@ -59,6 +58,8 @@ def count(ep: TokenizeEndpoint, text: str) -> int:
 
 def probe(url: str, headers: dict[str, str], model: str = "") -> TokenizeEndpoint | str:
     """The endpoint with the body shape the server answers, or why it cannot count (for the warning)."""
+    import urllib.error
+
     why = []
     for shape in SHAPES:
         ep = TokenizeEndpoint(url, tuple(headers.items()), model, shape)
@@ -75,6 +76,9 @@ def probe(url: str, headers: dict[str, str], model: str = "") -> TokenizeEndpoin
 
 def count_all(ep: TokenizeEndpoint, texts: Iterable[str]) -> dict[str, int]:
     """Counts of the distinct `texts`, CONCURRENCY requests at a time; any failure fails the whole set."""
+    import urllib.error
+    from concurrent.futures import ThreadPoolExecutor
+
     distinct = list(dict.fromkeys(texts))
     try:
         with ThreadPoolExecutor(CONCURRENCY) as pool:

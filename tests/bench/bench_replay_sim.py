@@ -1,6 +1,7 @@
 """Benchmark (not a test): the whole `kvbench replay --target sim -q` command, in simulated requests per second.
 
 Run:  python tests/bench/bench_replay_sim.py [--reps 3] [--trace FILE] [--target sim] [--base DIR] [--cold]
+      [--instructions]
 
 Each repetition runs the command in a child process (imports, trace parsing, set-up, simulation, Parquet log) and
 reads its wall time and its CPU time (user + system, from resource.getrusage of the children). The children read
@@ -8,13 +9,18 @@ compiled bytecode, as an installed package does: they write it to a temporary PY
 run first, whatever PYTHONDONTWRITEBYTECODE says (`--cold` keeps the environment as it is instead). Beside each
 repetition the machine's speed unit (CPython heap events/s, /work/shared/tools/speedunit.py) is measured, and the
 figures are normalised to 2.6 M events/s: normalised = raw * 2.6e6 / unit. Medians of --reps repetitions.
+`--instructions` also runs the command once per side under valgrind's cachegrind and prints the instructions it
+executed: a figure the machine's load does not move (the run is ~50x slower, so the log's one-second flush by age
+cuts it into more parts than a normal run).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -86,6 +92,26 @@ def run_once(args: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     return wall, cpu, n
 
 
+def instructions(args: list[str], env: dict[str, str]) -> int:
+    """Instructions (user space, all threads) of one `kvbench replay` under cachegrind."""
+    with tempfile.TemporaryDirectory() as d:
+        cg = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={Path(d) / 'cg.out'}"]
+        cmd = [
+            *cg,
+            str(Path(sys.executable).with_name("kvbench")),
+            "replay",
+            *args,
+            "-q",
+            "--out",
+            str(Path(d) / "run"),
+        ]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output: {done.stderr[-500:]}")
+    return int(found.group(1).replace(",", ""))
+
+
 def measure(label: str, args: list[str], reps: int, env: dict[str, str]) -> list[tuple[float, float, int, float]]:
     rows = []
     for i in range(reps):
@@ -117,6 +143,7 @@ def main() -> None:
     ap.add_argument("--target", default="sim")
     ap.add_argument("--base", type=Path, help="another checkout (e.g. git archive of main) timed in turn, A/B")
     ap.add_argument("--cold", action="store_true", help="no bytecode cache of our own (the environment decides)")
+    ap.add_argument("--instructions", action="store_true", help="also count instructions once per side (valgrind)")
     ns = ap.parse_args()
     args = ["--trace", str(ns.trace), "--target", ns.target]
     with tempfile.TemporaryDirectory() as pyc:
@@ -133,9 +160,24 @@ def main() -> None:
             this += measure("this", args, 1, env_this)
             if ns.base:
                 base += measure("base", args, 1, env_base)
+        counts = {}
+        if ns.instructions:
+            if shutil.which("valgrind") is None:
+                raise SystemExit("--instructions needs valgrind")
+            counts = {
+                "this": instructions(args, env_this),
+                **({"base": instructions(args, env_base)} if ns.base else {}),
+            }
     if ns.base:
         report("base", base)
     report("this", this)
+    if "base" in counts:
+        change = (counts["this"] / counts["base"] - 1) * 100
+        print(
+            f"instructions (cachegrind): base {counts['base'] / 1e9:.3f} G, this {counts['this'] / 1e9:.3f} G ({change:+.1f} %)"
+        )
+    elif counts:
+        print(f"instructions (cachegrind): {counts['this'] / 1e9:.3f} G")
 
 
 if __name__ == "__main__":
