@@ -16,7 +16,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvbench.eventlog import TABLES, table_parts
 
@@ -101,20 +101,11 @@ def save(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") ->
     """Write each of `names` (tables or views on `con`) to the cache, then view it from there (no-op without a
     cache; a write that fails leaves the tables as they were). Files of other keys (an older log) for these names
     are removed; other tags of this key (another SLO) are kept, so concurrent summaries never delete each other's."""
-    if _where(con) is not None and all(_write(con, name, f"SELECT * FROM {name}", None, tag) for name in names):
+    if _where(con) is not None and all(_write(con, name, tag) for name in names):
         load(con, names, tag)
 
 
-def store(
-    con: duckdb.DuckDBPyConnection, name: str, select: str, params: dict[str, Any] | None = None, tag: str = ""
-) -> bool:
-    """Write the rows of `select` (bound with `params`) to the cache as `name` and view them from there, without
-    a temp table in between; False (nothing written or viewed) when the connection has no cache or the write
-    fails, for the caller to build the table itself."""
-    return _where(con) is not None and _write(con, name, select, params, tag) and load(con, [name], tag)
-
-
-def _write(con: duckdb.DuckDBPyConnection, name: str, select: str, params: dict[str, Any] | None, tag: str) -> bool:
+def _write(con: duckdb.DuckDBPyConnection, name: str, tag: str) -> bool:
     """COPY one table's rows to its cache file (atomically, through a temp file), dropping an older log's files
     of `name`; False when the write fails. Row order is not kept: a parallel write, and nothing reads the rows in
     file order."""
@@ -129,7 +120,7 @@ def _write(con: duckdb.DuckDBPyConnection, name: str, select: str, params: dict[
         folder.mkdir(exist_ok=True)
         con.execute("SET preserve_insertion_order = false")
         try:
-            con.execute(f"COPY ({select}) TO '{_quoted(tmp)}' (FORMAT parquet, COMPRESSION {COMPRESSION})", params)
+            con.execute(f"COPY (SELECT * FROM {name}) TO '{_quoted(tmp)}' (FORMAT parquet, COMPRESSION {COMPRESSION})")
         finally:
             con.execute("RESET preserve_insertion_order")
         os.replace(tmp, f)

@@ -57,9 +57,8 @@ def _build(con: duckdb.DuckDBPyConnection, slo: Slo, transfers: bool) -> None:
         con.execute(sql_text("token_gaps"))
         con.execute(sql_text("tbt"))
     cache.drop(con, ["per_request"])
-    if not cache.store(con, "per_request", subquery("per_request"), slo.params(), key):
-        con.execute(f"CREATE TEMP TABLE per_request AS {subquery('per_request')}", slo.params())
-    cache.save(con, [n for n in FIGURE_INPUTS if n != "per_request"], key)
+    con.execute(sql_text("per_request"), slo.params())
+    cache.save(con, FIGURE_INPUTS, key)
 
 
 def build_kv_transfers(con: duckdb.DuckDBPyConnection) -> None:

@@ -21,7 +21,7 @@
 --                e2e_ns <= $e2el_ns, tbt_ns <= $tbt_ns; NULL when its threshold is not given (a one-token
 --                request has no TPOT/TBT and meets those; a missing TTFT or E2E does not meet its SLO)
 --   good       = status FINISH and every given SLO met
--- A SELECT: tables.py makes it the temp table per_request, or with a cache writes it straight to its cache file.
+CREATE OR REPLACE TEMP TABLE per_request AS
 WITH joined AS (
     SELECT coalesce(e.run, r.run) AS run, coalesce(e.req_id, r.req_id) AS req_id,
            coalesce(e.arrive_ns, r.arrival_ns) AS arrival_ns, e.send_ns, e.first_ns, e.last_ns, e.end_ns,
