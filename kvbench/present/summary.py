@@ -101,19 +101,8 @@ def _timeseries(con: duckdb.DuckDBPyConnection, bucket_s: float, slo: Slo) -> di
 
 
 SERIES = (  # summary.json's time series: timeseries.sql's columns, times and latencies in s and ms
-    "t_s",
-    "arrivals",
-    "finished",
-    "errors",
-    "in_flight",
-    "output_tok_s",
-    "good",
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "hit_ratio",
-    "trace_hit_ratio",
+    *("t_s", "arrivals", "finished", "errors", "in_flight", "output_tok_s", "good"),
+    *("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "hit_ratio", "trace_hit_ratio"),
 )
 
 
