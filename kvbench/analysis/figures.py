@@ -10,7 +10,7 @@ from kvbench.analysis.catalogue import PERCENTILES, STATS, Display, Metric, Shap
 from kvbench.analysis.runset import open_runs
 from kvbench.analysis.slo import Slo
 from kvbench.analysis.sqlfiles import execute, records
-from kvbench.analysis.tables import kv_transfers_view, prepare
+from kvbench.analysis.tables import prepare
 from kvbench.units import NS_PER_S, ns_to_ms, ns_to_s
 
 if TYPE_CHECKING:
@@ -96,8 +96,7 @@ def by_source() -> dict[str, list[Metric]]:
 
 def figures(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> dict[str, Any]:
     """All figures of the single run open on `con` (see each SQL file's header for its formulas)."""
-    prepare(con, slo)
-    kv_transfers_view(con)
+    prepare(con, slo, transfers=True)
     out: dict[str, Any] = {}
     bound: dict[str, Any] = {"percentiles": [p for _, p in PERCENTILES]}
     for source, metrics in by_source().items():

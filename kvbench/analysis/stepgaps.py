@@ -160,30 +160,50 @@ def _tbt_block(
 def build(con: duckdb.DuckDBPyConnection) -> None:
     """Temp table step_instances and views step_segments (row_no = segment index), step_spans (lo, hi: row_no),
     step_itl (run, gap_ns, n over finished requests) and step_tbt (run, req_id, tbt_ns); empty without steps."""
+    store(con, compute(*fetch(con)))
+
+
+def fetch(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The temp table step_instances, then the steps rows and the decoding requests (step_rows.sql,
+    step_requests.sql) as numpy columns: what compute() needs, so it can run while `con` does other work."""
     import numpy as np
 
     con.execute(sql_text("step_instances"))
-    seg = segments(con.execute(sql_text("step_rows")).fetchnumpy())
+    rows = con.execute(sql_text("step_rows")).fetchnumpy()
     req = {k: np.asarray(v) for k, v in con.execute(sql_text("step_requests")).fetchnumpy().items()}
+    return rows, req
+
+
+def compute(rows: dict[str, np.ndarray], req: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """The columns of build()'s views from fetch()'s arrays (numpy only: no connection, so another thread's).
+    `rows` is emptied once merged into segments: its arrays are ~100 MB for a million-request run."""
+    import numpy as np
+
+    seg = segments(rows)
+    rows.clear()
     sp = spans(seg, req)
     weight = itl_weights(seg, sp)
     used = weight > 0
-    _store(
-        con,
-        "step_segments",
-        {
+    values = tbt(seg, sp)
+    has = ~np.isnan(values)
+    return {
+        "step_segments": {
             "inst": seg["inst"],
             "row_no": np.arange(len(seg["t_ns"])),
             "t_ns": seg["t_ns"],
             "end_ns": seg["end_ns"],
             "n_steps": seg["n_steps"],
         },
-    )
-    _store(con, "step_spans", {k: sp[k] for k in ("inst", "req_id", "s_ns", "e_ns", "lo", "hi")})
-    _store(con, "step_itl", {"inst": seg["inst"][used], "gap_ns": seg["gap_ns"][used], "n": weight[used]})
-    values = tbt(seg, sp)
-    has = ~np.isnan(values)
-    _store(con, "step_tbt", {"inst": sp["inst"][has], "req_id": sp["req_id"][has], "tbt_ns": values[has]})
+        "step_spans": {k: sp[k] for k in ("inst", "req_id", "s_ns", "e_ns", "lo", "hi")},
+        "step_itl": {"inst": seg["inst"][used], "gap_ns": seg["gap_ns"][used], "n": weight[used]},
+        "step_tbt": {"inst": sp["inst"][has], "req_id": sp["req_id"][has], "tbt_ns": values[has]},
+    }
+
+
+def store(con: duckdb.DuckDBPyConnection, views: dict[str, dict[str, np.ndarray]]) -> None:
+    """compute()'s columns as build()'s temp views on `con` (needs fetch()'s step_instances)."""
+    for name, columns in views.items():
+        _store(con, name, columns)
 
 
 def _store(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, np.ndarray]) -> None:

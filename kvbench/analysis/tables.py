@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from kvbench.analysis import cache, stepgaps
@@ -19,44 +20,52 @@ FIGURE_INPUTS = ("per_request", "event_gaps", "step_itl", "tier_hits")
 
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the connection holds the temp table `name`."""
-    row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary", [name]).fetchone()
-    return bool(row and row[0])
+    rows = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary", [name]).fetchall()
+    return bool(rows[0][0])  # fetchall: a result left unfinished would refuse the connection to con.register
 
 
-def prepare(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> None:
+def prepare(con: duckdb.DuckDBPyConnection, slo: Slo | None = None, transfers: bool = False) -> None:
     """Build the temp tables request_events, event_gaps, tier_hits, step_* (stepgaps.py), tbt and the view token_gaps (once)
     and the table per_request (again when the SLO changes). A connection with a cache (cache.enable) views
-    FIGURE_INPUTS from there when it has them for this SLO, and stores them there when it had to build them."""
+    FIGURE_INPUTS from there when it has them for this SLO, and stores them there when it had to build them.
+    transfers: also kv_transfers as kv_transfers_view makes it, paired while the step gaps are computed."""
     slo = slo or Slo()
     key = repr(slo)
-    if has_table(con, "kvbench_slo"):
-        row = con.execute("SELECT key FROM kvbench_slo").fetchone()
-        if row and row[0] == key:
-            return
-    if has_table(con, "tbt") or not cache.load(con, FIGURE_INPUTS, key):
-        _build(con, slo)
-        cache.save(con, FIGURE_INPUTS, key)
-    con.execute("CREATE OR REPLACE TEMP TABLE kvbench_slo AS SELECT ?::VARCHAR AS key", [key])
+    rows = con.execute("SELECT key FROM kvbench_slo").fetchall() if has_table(con, "kvbench_slo") else []
+    if not (rows and rows[0][0] == key):
+        if has_table(con, "tbt") or not cache.load(con, FIGURE_INPUTS, key):
+            _build(con, slo, transfers)
+        con.execute("CREATE OR REPLACE TEMP TABLE kvbench_slo AS SELECT ?::VARCHAR AS key", [key])
+    if transfers:
+        kv_transfers_view(con)
 
 
-def _build(con: duckdb.DuckDBPyConnection, slo: Slo) -> None:
-    """The derived tables (once per connection) and per_request for `slo`."""
+def _build(con: duckdb.DuckDBPyConnection, slo: Slo, transfers: bool) -> None:
+    """The derived tables (once per connection) and per_request for `slo`, each stored in the cache if it has one.
+    The step gaps are numpy work on a thread of their own, while this connection derives the rest."""
+    key = repr(slo)
     if not has_table(con, "tbt"):
         cache.drop(con, FIGURE_INPUTS)  # views over another SLO's cached files
-        con.execute(sql_text("request_events"))
-        con.execute(sql_text("event_gaps"))
-        con.execute(sql_text("tier_hits"))
-        stepgaps.build(con)
+        _request_events(con)
+        with ThreadPoolExecutor(1) as pool:
+            gaps = pool.submit(stepgaps.compute, *stepgaps.fetch(con))
+            con.execute(sql_text("event_gaps"))
+            con.execute(sql_text("tier_hits"))
+            if transfers:
+                kv_transfers_view(con)
+            stepgaps.store(con, gaps.result())
         con.execute(sql_text("token_gaps"))
         con.execute(sql_text("tbt"))
     cache.drop(con, ["per_request"])
     con.execute(sql_text("per_request"), slo.params())
+    cache.save(con, FIGURE_INPUTS, key)
 
 
 def build_kv_transfers(con: duckdb.DuckDBPyConnection) -> None:
-    """The temp table kv_transfers (one row per transfer, kv_transfers.sql), once; needs per_request."""
+    """The temp table kv_transfers (one row per transfer, kv_transfers.sql), once."""
     if not (has_table(con, "kv_transfers") or cache.load(con, ["kv_transfers"])):
         con.execute("DROP VIEW IF EXISTS kv_transfers")  # left by kv_transfers_view
+        _request_events(con)
         con.execute(f"CREATE TEMP TABLE kv_transfers AS {subquery('kv_transfers')}")
         cache.save(con, ["kv_transfers"])
 
@@ -67,5 +76,13 @@ def kv_transfers_view(con: duckdb.DuckDBPyConnection) -> None:
     rows are written there once and read back."""
     if has_table(con, "kv_transfers") or cache.load(con, ["kv_transfers"]):
         return
+    _request_events(con)
     con.execute(f"CREATE OR REPLACE TEMP VIEW kv_transfers AS {subquery('kv_transfers')}")
     cache.save(con, ["kv_transfers"])
+
+
+def _request_events(con: duckdb.DuckDBPyConnection) -> None:
+    """The temp table request_events, unless the connection has it (one served from the cache has not: then
+    kv_transfers, which reads it, pays for the pivot)."""
+    if not has_table(con, "request_events"):
+        con.execute(sql_text("request_events"))

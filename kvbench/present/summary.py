@@ -21,7 +21,7 @@ from kvbench.analysis.runset import check_run, open_runs
 from kvbench.analysis.slo import Slo, slo_from_manifest
 from kvbench.config import ConfigError
 from kvbench.present import fmt
-from kvbench.units import ns_to_ms, ns_to_s
+from kvbench.units import ns_to_ms, ns_to_s, s_to_ns
 from kvbench.workload.tokens import tokens_label
 
 if TYPE_CHECKING:
@@ -73,24 +73,36 @@ def _document(
         "rates": rates_doc(rates_of(manifest, figs)),
         "metrics": figs,
         "samples": samples(con, seed=int(manifest.get("seed") or 0)),
-        "timeseries": {"bucket_s": bucket_s, **_series(con, bucket_s, slo)},
+        "timeseries": _timeseries(con, bucket_s, slo),
     }
 
 
+MAX_BUCKETS = 3_600  # summary.json's time series: past this many buckets of the asked width, wider ones
+
+
+def series_bucket_s(con: duckdb.DuckDBPyConnection, bucket_s: float) -> float:
+    """summary.json's bucket width: `bucket_s`, or the smallest whole multiple of it that cuts the run into at most
+    MAX_BUCKETS (a day of 1 s buckets: 86,400 values a column and seconds of work); metrics.timeseries takes any."""
+    t0, t1 = con.execute(
+        "SELECT min(arrival_ns), greatest(max(arrival_ns), max(end_ns)) FROM per_request WHERE NOT interrupted_unsent"
+    ).fetchall()[0]
+    width = s_to_ns(bucket_s) if bucket_s > 0 else 0
+    if t0 is None or width <= 0:
+        return bucket_s  # an empty run, or a width timeseries_columns refuses
+    k = 1
+    while t1 // (k * width) - t0 // (k * width) + 1 > MAX_BUCKETS:
+        k = max(k + 1, (t1 - t0) // (width * MAX_BUCKETS))
+    return bucket_s * k
+
+
+def _timeseries(con: duckdb.DuckDBPyConnection, bucket_s: float, slo: Slo) -> dict[str, Any]:
+    width = series_bucket_s(con, bucket_s)
+    return {"bucket_s": width, **_series(con, width, slo)}
+
+
 SERIES = (  # summary.json's time series: timeseries.sql's columns, times and latencies in s and ms
-    "t_s",
-    "arrivals",
-    "finished",
-    "errors",
-    "in_flight",
-    "output_tok_s",
-    "good",
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "hit_ratio",
-    "trace_hit_ratio",
+    *("t_s", "arrivals", "finished", "errors", "in_flight", "output_tok_s", "good"),
+    *("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "hit_ratio", "trace_hit_ratio"),
 )
 
 

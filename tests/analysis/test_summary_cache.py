@@ -81,3 +81,15 @@ def test_a_rewritten_log_part_is_derived_again(sim_run, tmp_path):
 def test_the_threshold_counts_event_log_bytes(sim_run):
     size = sum(p.stat().st_size for p in (sim_run / "events").glob("*.parquet"))
     assert cache.signature(sim_run, size) is not None and cache.signature(sim_run, size + 1) is None
+
+
+def test_transfers_missing_from_a_cache_are_paired_again_from_the_log(sim_run):
+    # per_request and the gaps come from the cache, so the connection has no request_events: kv_transfers, which
+    # reads it, pivots the log itself and stores its file
+    fresh = summary.build(sim_run)
+    summary.build(sim_run, cache_from=0)
+    for f in (sim_run / cache.CACHE_DIR).glob("kv_transfers-*.parquet"):
+        f.unlink()
+    again = summary.build(sim_run, cache_from=0)
+    assert again == fresh and again["metrics"]["kv_transfer.count"] > 0
+    assert "kv_transfers" in _files(sim_run)

@@ -9,6 +9,8 @@ log is pivoted and the cache written) and warm (reading that cache); CPU time an
 (that child alone). Beside each the machine's speed unit is measured (tests/bench/bench_replay_sim.py)
 and the CPU time is also given normalised to 2.6 M heap events/s. --replay also times one `kvbench replay`
 without -q (the run, then the closing summary in the same process) into a fresh directory, for its peak RSS.
+--stages first runs one cold summary in this process and prints each DuckDB statement that took >= 50 ms (start,
+wall, process CPU: DuckDB's threads and the step-gap thread included) and the gaps between them (Python/numpy).
 """
 
 from __future__ import annotations
@@ -76,16 +78,58 @@ def make_run(run: Path, requests: int, quiet: bool = True) -> tuple[float, float
     return timed(cmd + (["-q"] if quiet else []))
 
 
+class _Timed:
+    """A DuckDB connection whose execute() notes (start, wall, CPU, statement) in `log`."""
+
+    def __init__(self, con: object, log: list[tuple[float, float, float, str]], t0: float) -> None:
+        self._con, self._log, self._t0 = con, log, t0
+
+    def execute(self, query: str, *args: object) -> _Timed:
+        start, cpu = time.perf_counter(), time.process_time()
+        self._con.execute(query, *args)  # type: ignore[attr-defined]
+        what = " ".join(query.split())[:90]
+        self._log.append((start - self._t0, time.perf_counter() - start, time.process_time() - cpu, what))
+        return self
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._con, name)
+
+
+def stages(run: Path) -> None:
+    """One cold summary in process, statement by statement."""
+    from kvbench.analysis import runset
+    from kvbench.present import summary
+
+    shutil.rmtree(run / ".cache", ignore_errors=True)
+    log: list[tuple[float, float, float, str]] = []
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    summary.open_runs = lambda runs: _Timed(runset.open_runs(runs), log, t0)  # type: ignore[assignment]
+    summary.build(run)
+    print(f"stages of one cold summary (load {os.getloadavg()[0]:.1f}): start s, wall s, CPU s, statement")
+    end = 0.0
+    for start, wall, cpu, what in log:
+        if start - end >= 0.05:
+            print(f"  {end:6.2f} {start - end:6.2f}      - (Python, numpy, fetches)")
+        if wall >= 0.05:
+            print(f"  {start:6.2f} {wall:6.2f} {cpu:6.2f} {what}")
+        end = start + wall
+    total = time.perf_counter() - t0
+    print(f"  total wall {total:.2f} s, CPU {time.process_time() - cpu0:.2f} s (imports before it not counted)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", type=Path, default=Path("/tmp/kvbench-1m"))
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--replay", action="store_true", help="also time one replay without -q (closing summary)")
+    ap.add_argument("--stages", action="store_true", help="first time one cold summary statement by statement")
     ns = ap.parse_args()
     if not (ns.run / "run.json").is_file():
         wall, cpu, rss = make_run(ns.run, ns.requests)
         print(f"made {ns.run}: {ns.requests:,} requests, wall {wall:.0f} s, CPU {cpu:.0f} s, peak RSS {rss:.0f} MB")
+    if ns.stages:
+        stages(ns.run)
     print(f"kvbench summary {ns.run} --json   (load {os.getloadavg()[0]:.1f})")
     rows: dict[str, list[tuple[float, float, float, float]]] = {"cold": [], "warm": []}
     for i in range(ns.reps):
