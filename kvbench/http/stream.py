@@ -145,15 +145,18 @@ class Response:
 
     def _read(self, data: bytes) -> None:
         """Count the tokens in one read of a 200 response's body."""
+        pos = 0
         while self.tpl is None and self.sse.idle():
             # No shape learnt yet (a response's first read): parse one whole event at a time, so that once a
             # chunk teaches the shape, the rest of this read (a whole response: ~20 events) is counted by the
             # fast path below rather than parsed. Any split of the bytes is the same to the parser.
-            end = data.find(b"\n\n") + 2
-            if not 1 < end < len(data):
+            end = data.find(b"\n\n", pos) + 2
+            if not pos + 1 < end < len(data):
                 break
-            self._take(self.sse.feed(data[:end]))
-            data = data[end:]
+            self._take(self.sse.feed(data[pos:end]))
+            pos = end
+        if pos:
+            data = data[pos:]
         fast = self.fast
         if fast is not None:  # whole learnt chunks, counted without the parser
             counted, end = _plain_prefix(data, fast)
