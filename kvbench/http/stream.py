@@ -109,24 +109,30 @@ class Response:
 
     def on_data(self, data: bytes, now_ns: int) -> None:
         now = self.io_ns = now_ns - self.t0_ns
-        fast, counted = self.fast, 0
-        if fast is not None:  # a streamed token's usual read: whole learnt chunks, counted without the parser
-            counted, end = _plain_prefix(data, fast)
-            if counted:
-                self.tokens += counted
-                if end == len(data):
-                    self.emit_chunk((now, self.rid, counted))
-                    self.last_ns = now
-                    return
-                data = data[end:]  # the rest (a finish or usage chunk, say) starts at an event boundary
+        fast = self.fast
+        if fast is not None and _fits(data, fast):  # a streamed token's usual read: one whole learnt chunk
+            self.tokens += 1
+            self.emit_chunk((now, self.rid, 1))
+            self.last_ns = now
+            return
         if self.status != 200:
             self.err_body += data[: ERROR_BODY_BYTES - len(self.err_body)]
-        else:
-            self._take(self.sse.feed(data), now, counted)
+            return
+        before = self.tokens
+        try:
+            self._read(data)
+        finally:  # tokens read before a fault in the same read are still measured
+            if self.tokens > before:
+                self._measured(now, before)
 
     def on_end(self, now_ns: int) -> None:
         if self.status == 200:
-            self._take(self.sse.close(), now_ns - self.t0_ns)
+            before = self.tokens
+            try:
+                self._take(self.sse.close())
+            finally:
+                if self.tokens > before:
+                    self._measured(now_ns - self.t0_ns, before)
 
     def on_done(self, now_ns: int) -> None:
         self.end_ns = now_ns - self.t0_ns
@@ -137,24 +143,47 @@ class Response:
         """A clean, successful stream: HTTP 200 and [DONE] or a finish_reason."""
         return self.status == 200 and (self.done or self.finish_reason is not None)
 
-    def _take(self, payloads: list[bytes], now: int, counted: int = 0) -> None:
-        """Count `payloads`; the read's tokens, with the `counted` ones before them, are one event."""
-        before = self.tokens - counted
-        try:
-            for payload in payloads:
-                if payload == b"[DONE]":
-                    self.done = True
-                elif self.tpl is not None and _fits(payload, self.tpl):
-                    self.tokens += 1
-                elif payload:
-                    self.tokens += self._tokens_in(orjson.loads(payload), payload)
-        finally:  # tokens read before a fault in the same read are still measured
-            if self.tokens > before:
-                if before:
-                    self.emit_chunk((now, self.rid, self.tokens - before))
-                else:  # a plain 9-tuple in Event's field order: the replayer and the log accept it, and it is cheaper
-                    self.emit((now, self.rid, FIRST_TOKEN, None, self.tokens, None, None, None, None))  # type: ignore[arg-type]
-                self.last_ns = now
+    def _read(self, data: bytes) -> None:
+        """Count the tokens in one read of a 200 response's body."""
+        pos = 0
+        while self.tpl is None and self.sse.idle():
+            # No shape learnt yet (a response's first read): parse one whole event at a time, so that once a
+            # chunk teaches the shape, the rest of this read (a whole response: ~20 events) is counted by the
+            # fast path below rather than parsed. Any split of the bytes is the same to the parser.
+            end = data.find(b"\n\n", pos) + 2
+            if not pos + 1 < end < len(data):
+                break
+            self._take(self.sse.feed(data[pos:end]))
+            pos = end
+        if pos:
+            data = data[pos:]
+        fast = self.fast
+        if fast is not None:  # whole learnt chunks, counted without the parser
+            counted, end = _plain_prefix(data, fast)
+            if counted:
+                self.tokens += counted
+                if end == len(data):
+                    return
+                data = data[end:]  # the rest (a finish or usage chunk, say) starts at an event boundary
+        self._take(self.sse.feed(data))
+
+    def _measured(self, now: int, before: int) -> None:
+        """The tokens counted since `before` arrived in the read at `now`: one event."""
+        if before:
+            self.emit_chunk((now, self.rid, self.tokens - before))
+        else:  # a plain 9-tuple in Event's field order: the replayer and the log accept it, and it is cheaper
+            self.emit((now, self.rid, FIRST_TOKEN, None, self.tokens, None, None, None, None))  # type: ignore[arg-type]
+        self.last_ns = now
+
+    def _take(self, payloads: list[bytes]) -> None:
+        """Count `payloads` (the caller emits the read's tokens, also when this raises)."""
+        for payload in payloads:
+            if payload == b"[DONE]":
+                self.done = True
+            elif self.tpl is not None and _fits(payload, self.tpl):
+                self.tokens += 1
+            elif payload:
+                self.tokens += self._tokens_in(orjson.loads(payload), payload)
         if self.sse.error is not None:
             raise self.sse.error
         # the fast path may take the next read only when it is a whole event on its own: nothing half-read before it

@@ -10,6 +10,7 @@ watchdog task rather than a timer re-armed per chunk.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import time
 from collections.abc import Callable
@@ -41,6 +42,8 @@ SPIN_NS = NS_PER_MS  # loop timers have ~1 ms resolution: sleep until this close
 # flight together), at most WARM_MAX: no more, since an idle connection can hold one of a server's HTTP threads.
 WARM_SPAN_NS = 100 * NS_PER_MS
 WARM_MAX = 256
+# While the loop runs, a young-generation collection every this many net allocations instead of 700 (see run)
+LOOP_GC_THRESHOLD = 100_000
 
 
 LOOP_FACTORY: Callable[[], asyncio.AbstractEventLoop]
@@ -282,6 +285,12 @@ class OpenAITarget:
         self._emit = emit
         if not self._heap and not self._open:
             return
+        # A request leaves ~10 small objects (log rows, events) alive until the log's next flush and is freed by
+        # reference counting; a collection every 700 allocations only rescans those rows (~10 % of the client's
+        # CPU) and pauses reads, which delays their time stamps. Cycles (a failed task's traceback) still go.
+        threshold = gc.get_threshold()
+        if 0 < threshold[0] < LOOP_GC_THRESHOLD:
+            gc.set_threshold(LOOP_GC_THRESHOLD, *threshold[1:])
         try:
             with asyncio.Runner(loop_factory=LOOP_FACTORY) as runner:
                 runner.run(self._main())
@@ -290,6 +299,7 @@ class OpenAITarget:
             raise KeyboardInterrupt from None
         finally:
             self._loop = None  # type: ignore[assignment]
+            gc.set_threshold(*threshold)
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()

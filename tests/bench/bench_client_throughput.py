@@ -1,6 +1,7 @@
 """Benchmark: client throughput measured from outside, kvbench vs a bare aiohttp client, by server-side counts.
 
-    python tests/bench/bench_client_throughput.py [--reps 3] [--requests 6000] [--tokens 16] [--concurrency 64]
+    python tests/bench/bench_client_throughput.py [--reps 3] [--requests 20000] [--tokens 16] [--concurrency 64]
+        [--base DIR] [--cold]
 
 Each client runs as its own process against a loopback mock server in another (tests/bench/loopback.py) and
 sends `--requests` streamed requests of `--tokens` tokens, `--concurrency` in flight. The server counts the
@@ -8,7 +9,9 @@ responses it completed and the span from the first request's arrival to the last
 their ratio, so start-up and shut-down of either client are outside it. Clients:
 - kvbench: `kvbench replay --trace T -c 64 -q` over a Mooncake trace whose requests are all due at 0 (closed loop);
 - a bare aiohttp + uvloop client (`python -c`): 64 workers posting and reading each stream with iter_any, parsing
-  nothing (what a Python client costs that measures nothing).
+  nothing (what a Python client costs that measures nothing);
+- with `--base DIR`, kvbench again from another checkout (DIR holds its `kvbench/`, e.g. `git archive main
+  kvbench | tar -x -C DIR`), run in turn with the others so that all see the same load.
 For /v1/completions and /v1/chat/completions (vLLM-shaped chunks; chat opens with a chunk carrying `role`), with
 the server writing each response whole (one read a response) or one write per token (`split`: a token or a few
 a read, as from a real streaming server). Prints medians and kvbench / bare ratios (goal >= 1.0), each client's
@@ -16,7 +19,10 @@ steady-state CPU per request (runs of n and n / 4 requests: the CPU difference o
 steadier figure than rates on a loaded machine), the load
 average and the machine speed unit (/work/shared/tools/speedunit.py) measured beside them; ratios of two
 clients measured alternately in one run need no normalising, the rates are also given normalised to a quiet
-machine of this kind (2.6 M events/s: rate x 2.6e6 / unit).
+machine of this kind (2.6 M events/s: rate x 2.6e6 / unit). The children read compiled bytecode (one untimed
+run of each client first), as in bench_first_request.py; `--cold` keeps the environment as given. On this
+2-core machine the server and the client each want a core, so other jobs' load moves the rates by up to 2x from
+one run to the next: more requests a run (default 20,000: a few seconds each) average over it.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_first_request import QUIET_UNIT, speed_unit
+from bench_first_request import QUIET_UNIT, child_env, speed_unit
 from loopback import ServerProcess
 
 BARE = """
@@ -72,11 +78,11 @@ def trace(tmp: Path, n: int, tokens: int) -> Path:
     return path
 
 
-def run_client(argv: list[str], srv: ServerProcess, n: int) -> tuple[float, float]:
+def run_client(argv: list[str], srv: ServerProcess, n: int, env: dict[str, str]) -> tuple[float, float]:
     """(requests/s at the server, the client process's CPU seconds)."""
     srv.stats()  # reset
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     st = srv.stats()
     assert st["done"] == n, (st, argv)
@@ -86,58 +92,81 @@ def run_client(argv: list[str], srv: ServerProcess, n: int) -> tuple[float, floa
 def clients(srv: ServerProcess, api: str, a, tmp: Path, n: int) -> dict[str, list[str]]:
     kvbench = str(Path(sys.executable).parent / "kvbench")
     sets = ["--set", "model=bench", "--set", "word_tokens=1.0", "--set", f"api={api}", "--set", "lag_warn_ms=1e9"]
-    return {
-        "kvbench": [kvbench, "replay", "--trace", str(trace(tmp, n, a.tokens)), "--target", srv.url, *sets]
-        + ["-c", str(a.concurrency), "-q", "--out", str(tmp / f"run{time.monotonic_ns()}")],
-        "bare": [sys.executable, "-c", BARE, srv.url, api, str(n), str(a.concurrency), str(a.tokens)],
-    }
+    replay = [kvbench, "replay", "--trace", str(trace(tmp, n, a.tokens)), "--target", srv.url, *sets]
+    replay += ["-c", str(a.concurrency), "-q", "--out"]
+    out = {"kvbench": replay + [str(tmp / f"run{time.monotonic_ns()}")]}
+    if a.base:
+        out["base"] = replay + [str(tmp / f"base{time.monotonic_ns()}")]
+    out["bare"] = [sys.executable, "-c", BARE, srv.url, api, str(n), str(a.concurrency), str(a.tokens)]
+    return out
 
 
-def measure(split: bool, a, tmp: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """Per API and client, per repetition: (requests/s at the server, steady-state client CPU us per request =
-    (CPU(n) - CPU(n / 4)) / (3n / 4), start-up and shut-down cancelled out)."""
-    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+def envs(a, tmp: Path) -> dict[str, dict[str, str]]:
+    """Each client's environment: bytecode cached (unless --cold); the base's checkout first on the path."""
+    env = child_env(None if a.cold else tmp / "pycache")
+    base = {**env, "PYTHONPATH": str(Path(a.base).resolve())} if a.base else env
+    return {"kvbench": env, "base": base, "bare": env}
+
+
+Result = tuple[float, float, float]  # requests/s at the server, steady client CPU us a request, load average
+
+
+def measure(split: bool, a, tmp: Path) -> dict[str, dict[str, list[Result]]]:
+    """Per API and client, per repetition: requests/s at the server, steady-state client CPU us per request =
+    (CPU(n) - CPU(n / 4)) / (3n / 4) (start-up and shut-down cancelled out), and the load average."""
+    out: dict[str, dict[str, list[Result]]] = {}
+    env = envs(a, tmp)
     with ServerProcess(split=split) as srv:
+        for name, argv in clients(srv, "chat", a, tmp, 100).items():  # untimed: writes the bytecode
+            run_client(argv, srv, 100, env[name])
         for _ in range(a.reps):
             for api in ("completions", "chat"):
                 big, small = clients(srv, api, a, tmp, a.requests), clients(srv, api, a, tmp, a.requests // 4)
-                for name in big:  # alternated, so drifts hit both alike
-                    rate, cpu = run_client(big[name], srv, a.requests)
-                    cpu_small = run_client(small[name], srv, a.requests // 4)[1]
+                for name in big:  # alternated, so drifts hit all alike
+                    rate, cpu = run_client(big[name], srv, a.requests, env[name])
+                    load = os.getloadavg()[0]
+                    cpu_small = run_client(small[name], srv, a.requests // 4, env[name])[1]
                     steady_us = (cpu - cpu_small) / (a.requests - a.requests // 4) * 1e6
-                    out.setdefault(api, {}).setdefault(name, []).append((rate, steady_us))
+                    out.setdefault(api, {}).setdefault(name, []).append((rate, steady_us, load))
     return out
+
+
+def row(mode: str, api: str, by_client: dict[str, list[Result]], unit: float) -> str:
+    med = statistics.median
+    rate = {name: med(r for r, _, _ in got) for name, got in by_client.items()}
+    cells = [
+        f"{name} {rate[name]:,.0f} ({rate[name] * QUIET_UNIT / unit:,.0f}) "
+        f"[{' / '.join(f'{r:,.0f}' for r, _, _ in got)}] {med(c for _, c, _ in got):.0f} us"
+        for name, got in by_client.items()
+    ]
+    loads = " / ".join(f"{load:.1f}" for _, _, load in by_client["bare"])
+    base = f"; base / bare {rate['base'] / rate['bare']:.2f}" if "base" in rate else ""
+    path = "chat/completions" if api == "chat" else "completions"
+    return f"{mode:5} /v1/{path:17} ratio {rate['kvbench'] / rate['bare']:.2f}{base}: {'; '.join(cells)}; load {loads}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=6000)
+    ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--base", help="another checkout's directory (holding kvbench/), run in turn with this one")
+    ap.add_argument("--cold", action="store_true", help="no bytecode cache (the environment as given)")
     a = ap.parse_args()
-    med = statistics.median
     with tempfile.TemporaryDirectory() as d:
         units = [speed_unit()]
         results = {mode: measure(mode == "split", a, Path(d)) for mode in ("whole", "split")}
         units.append(speed_unit())
-    unit = med(units)
+    unit = statistics.median(units)
     print(
-        f"load average {os.getloadavg()[0]:.1f}; speed unit {unit / 1e6:.2f} M events/s (before/after "
-        f"{units[0] / 1e6:.2f} / {units[1] / 1e6:.2f}); {a.requests} requests x {a.tokens} tokens, concurrency "
-        f"{a.concurrency}, requests/s at the server (normalised to 2.6 M events/s)"
+        f"speed unit {unit / 1e6:.2f} M events/s (before/after {units[0] / 1e6:.2f} / {units[1] / 1e6:.2f}); "
+        f"{a.requests} requests x {a.tokens} tokens, concurrency {a.concurrency}; requests/s at the server, medians "
+        f"of {a.reps} (normalised to 2.6 M events/s) [runs], steady client CPU a request; ratio = kvbench / bare"
     )
     for mode, by_api in results.items():
         for api, by_client in by_api.items():
-            k, b = [r for r, _ in by_client["kvbench"]], [r for r, _ in by_client["bare"]]
-            kc, bc = med(c for _, c in by_client["kvbench"]), med(c for _, c in by_client["bare"])
-            print(
-                f"{mode:5} /v1/{'chat/completions' if api == 'chat' else 'completions':17} kvbench {med(k):8,.0f} "
-                f"({med(k) * QUIET_UNIT / unit:,.0f})  bare aiohttp {med(b):8,.0f} ({med(b) * QUIET_UNIT / unit:,.0f})"
-                f"  ratio {med(k) / med(b):.2f}  [runs kvbench {' / '.join(f'{x:,.0f}' for x in k)}; "
-                f"bare {' / '.join(f'{x:,.0f}' for x in b)}]; client CPU per request, steady: kvbench {kc:.0f} us, "
-                f"bare {bc:.0f} us"
-            )
+            print(row(mode, api, by_client, unit))
 
 
 if __name__ == "__main__":

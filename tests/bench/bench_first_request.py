@@ -1,17 +1,24 @@
 """Benchmark: time from command start to the first request, as seen by a loopback mock server in its own process.
 
-    python tests/bench/bench_first_request.py [--reps 3]
+    python tests/bench/bench_first_request.py [--reps 3] [--cold] [--where]
 
 Each repetition spawns a fresh process and takes time.time() just before; the server notes time.time() when the
-first request's bytes arrive (tests/bench/loopback.py). Cases, medians of `--reps`:
+first request's bytes arrive (tests/bench/loopback.py). The children read compiled bytecode, as an installed
+package does: one untimed round first writes it to a temporary PYTHONPYCACHEPREFIX, whatever
+PYTHONDONTWRITEBYTECODE says (with that variable set, as in this environment, and `--cold`, every kvbench run
+recompiles its modules: ~0.3-0.4 s that a user never pays). Cases, medians of `--reps`:
 - `kvbench replay --trace conversation_trace.jsonl -n 1` (the public 12,031-request Mooncake trace);
 - `kvbench replay --workload spec.toml -n 1` for a generated spec with `requests = 100000` (sessions of 1-4 turns,
   a shared-prefix group mix): it must not be built in full before the first request;
 - a bare aiohttp client (`python -c`, imports aiohttp and posts one streamed request): the floor of a Python client.
 Both kvbench runs get `--set model=bench --set word_tokens=1.0`, so no probe of /v1/models precedes the request.
-Prints raw seconds, the load average and the machine speed unit (/work/shared/tools/speedunit.py, heap events/s)
-measured right beside them, and the seconds normalised to a quiet machine of this kind, 2.6 M events/s (issue 15:
-raw x unit / 2.6e6).
+Prints raw seconds, the load average beside each case and the machine speed unit (/work/shared/tools/speedunit.py,
+heap events/s) measured right beside them, and the seconds normalised to a quiet machine of this kind, 2.6 M
+events/s (issue 15: raw x unit / 2.6e6). `--where` adds one run of the trace case under `python -X importtime`:
+the import time of each top-level package on the path to the first request (importtime's own overhead inflates
+them a little); the rest of that run's time to the first request is the interpreter's start, reading the
+workload, opening the event log and the run's start margin (200 ms by design: the pool's connections are
+opened in it, before t0).
 """
 
 from __future__ import annotations
@@ -82,13 +89,50 @@ def speed_unit() -> float:
     return float(subprocess.run([sys.executable, str(SPEEDUNIT)], capture_output=True, text=True).stdout)
 
 
-def first_request_s(argv: list[str], srv: ServerProcess) -> float:
+def child_env(pycache: Path | None) -> dict[str, str]:
+    """The children's environment: bytecode cached in `pycache` (None: the environment as given)."""
+    env = dict(os.environ)
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def first_request_s(argv: list[str], srv: ServerProcess, env: dict[str, str], stderr=subprocess.DEVNULL) -> float:
     srv.stats()  # reset
     t = time.time()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     first = srv.stats()["first_unix"]
     assert first, f"no request reached the server: {argv}"
     return first - t
+
+
+def import_times(stderr: str) -> dict[str, float]:
+    """Seconds per top-level package from `-X importtime` lines (`import time: self | cumulative | name`): each
+    module's own time, added to its package's (numpy's, say, whoever imported it)."""
+    out: dict[str, float] = {}
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        own, _, name = line[len("import time:") :].split("|")
+        if own.strip().isdigit():
+            top = name.strip().split(".")[0]
+            out[top] = out.get(top, 0.0) + int(own) / 1e6
+    return out
+
+
+def where(argv: list[str], srv: ServerProcess, env: dict[str, str], tmp: Path) -> None:
+    """One run under -X importtime: what is imported before the first request, by package."""
+    log = tmp / "importtime.txt"
+    with log.open("w") as f:
+        secs = first_request_s([sys.executable, "-X", "importtime", *argv], srv, env, stderr=f)
+    times = import_times(log.read_text())
+    total = sum(times.values())
+    top = sorted(times.items(), key=lambda kv: -kv[1])[:8]
+    print(
+        f"where (trace case, one run under -X importtime): first request at {secs:.3f} s; imports {total:.3f} s "
+        f"({', '.join(f'{name} {s:.3f}' for name, s in top)}); the rest {secs - total:.3f} s"
+    )
 
 
 def cases(srv: ServerProcess, tmp: Path) -> dict[str, list[str]]:
@@ -110,35 +154,44 @@ def cases(srv: ServerProcess, tmp: Path) -> dict[str, list[str]]:
     }
 
 
+def out_dir(tmp: Path, label: str) -> list[str]:
+    return [str(tmp / f"run-{time.monotonic_ns()}")] if "kvbench" in label else []
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cold", action="store_true", help="no bytecode cache (the environment as given)")
+    ap.add_argument("--where", action="store_true", help="also one run under -X importtime")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d, ServerProcess() as srv:
         tmp = Path(d)
+        env = child_env(None if a.cold else tmp / "pycache")
+        for label, argv in cases(srv, tmp).items():  # untimed: writes the bytecode (and warms the page cache)
+            first_request_s(argv + out_dir(tmp, label), srv, env)
         units = [speed_unit()]
-        runs: dict[str, list[float]] = {}
-        for rep in range(a.reps):
+        runs: dict[str, list[tuple[float, float]]] = {}
+        for _ in range(a.reps):
             for label, argv in cases(srv, tmp).items():
-                out = (
-                    [str(tmp / f"run{rep}-{len(runs.get(label, []))}-{time.monotonic_ns()}")]
-                    if "kvbench" in label
-                    else []
-                )
-                runs.setdefault(label, []).append(first_request_s(argv + out, srv))
+                secs = first_request_s(argv + out_dir(tmp, label), srv, env)
+                runs.setdefault(label, []).append((secs, os.getloadavg()[0]))
         units.append(speed_unit())
         unit = statistics.median(units)
         print(
-            f"load average {os.getloadavg()[0]:.1f}; speed unit {unit / 1e6:.2f} M events/s (before/after: "
-            f"{units[0] / 1e6:.2f} / {units[1] / 1e6:.2f})"
+            f"speed unit {unit / 1e6:.2f} M events/s (before/after: {units[0] / 1e6:.2f} / {units[1] / 1e6:.2f}); "
+            f"bytecode {'compiled each run (--cold)' if a.cold else 'cached'}"
         )
-        bare = statistics.median(runs["bare aiohttp client"])
-        for label, secs in runs.items():
-            med = statistics.median(secs)
+        bare = statistics.median(s for s, _ in runs["bare aiohttp client"])
+        for label, got in runs.items():
+            med = statistics.median(s for s, _ in got)
             print(
-                f"{label}: command start to first request {med:.3f} s (runs {' / '.join(f'{s:.3f}' for s in secs)}); "
-                f"normalised {med * unit / QUIET_UNIT:.3f} s; vs bare aiohttp {med / bare:.2f}x"
+                f"{label}: command start to first request {med:.3f} s (runs {' / '.join(f'{s:.3f}' for s, _ in got)}"
+                f"; load {' / '.join(f'{load:.1f}' for _, load in got)}); normalised {med * unit / QUIET_UNIT:.3f} s; "
+                f"vs bare aiohttp {med / bare:.2f}x"
             )
+        if a.where:
+            trace_case = next(iter(cases(srv, tmp).items()))
+            where(trace_case[1] + out_dir(tmp, trace_case[0]), srv, env, tmp)
 
 
 if __name__ == "__main__":

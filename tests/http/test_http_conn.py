@@ -118,6 +118,24 @@ def test_any_split_of_plain_chunks_gives_the_same_body(cuts):
     assert (sink.data, sink.ends) == (BODY, 1) and fut.exception() is None
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=30), st.lists(st.integers(0, 4000), max_size=4))
+def test_many_whole_chunks_in_one_read_give_the_same_body(sizes, cuts):
+    # a whole streamed response in one read is ~20 chunks taken in one loop; a cut anywhere hands the partial
+    # chunk to the state machine and the loop resumes after it
+    resp = HEAD_200 + chunked(BODY, tuple(sizes), b"")
+    _, sink, fut = feed(resp, [len(HEAD_200)] + [c % len(resp) for c in cuts])
+    assert (sink.data, sink.ends) == (BODY, 1) and fut.exception() is None
+
+
+def test_chunk_sizes_the_loop_does_not_take_go_to_the_state_machine():
+    # zero-padded to 10 digits, and with an extension: the same body, read by the general path
+    body = b"data: a\n\n"
+    for size in (b"0000000009", b"9;x=1"):
+        _, sink, fut = feed(HEAD_200 + size + b"\r\n" + body + b"\r\n" + size + b"\r\n" + body + b"\r\n0\r\n\r\n", [])
+        assert (sink.data, sink.ends) == (body * 2, 1) and fut.exception() is None
+
+
 def test_a_whole_chunk_without_its_crlf_is_protocol_alone_or_among_others():
     for resp in (HEAD_200 + b"3\r\nabcXY", HEAD_200 + b"2\r\nab\r\n3\r\nabcXY3\r\ndef\r\n0\r\n\r\n"):
         _, _, fut = feed(resp, [len(HEAD_200)])

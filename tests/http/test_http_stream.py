@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbench.http.stream import Response, terminal
+from kvbench.http.stream import Response, _fits, terminal
 from kvbench.records import Request
 
 
@@ -184,3 +184,81 @@ def test_usage_that_disagrees_with_the_chunks_streamed_is_flagged():
         ),
         ("FINISH", 4, "short_output: got 4 of 8 tokens; prompt_tokens=21"),
     ]
+
+
+def vllm_chat(texts: list[str]) -> list[bytes]:
+    """A vLLM-shaped chat stream's payloads: a first chunk carrying `role` (and empty content), a chunk per
+    text, the finish chunk, usage, [DONE]."""
+
+    def delta(d: dict, finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}
+        return orjson.dumps({"id": "chatcmpl-9", "object": "chat.completion.chunk", "created": 5, "choices": [choice]})
+
+    usage = b'{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%d}}' % len(texts)
+    return (
+        [delta({"role": "assistant", "content": ""})]
+        + [delta({"content": t}) for t in texts]
+        + [
+            delta({"content": ""}, "length"),
+            usage,
+            b"[DONE]",
+        ]
+    )
+
+
+def has_text(payload: bytes) -> bool:
+    """A full parse of one chat payload: does it carry content (one token)?"""
+    if payload == b"[DONE]":
+        return False
+    choices = orjson.loads(payload)["choices"]
+    return bool(choices and choices[0]["delta"].get("content"))
+
+
+def reference(reads: list[list[bytes]]) -> list[tuple[int, int]]:
+    """The slow path by hand: every payload parsed; (read time, chunks with text in it) per read with any, the
+    reads timed 100, 101, ... as the tests feed them."""
+    counts = [sum(map(has_text, read)) for read in reads]
+    return [(100 + i, k) for i, k in enumerate(counts) if k]
+
+
+def test_a_first_chunk_carrying_role_leaves_the_rest_to_the_fast_path():
+    # one event a read (a server streaming token by token): the role chunk is parsed (no text: it teaches
+    # nothing), the first token chunk is parsed and learnt, and every later token chunk fits the learnt shape,
+    # so it is counted unparsed; tokens and time stamps are those of parsing every chunk
+    payloads = vllm_chat([" The", " cat", " sat", " on", " it"])
+    events: list[tuple] = []
+    r = Response(events.append, 7, 0, True, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10, {})
+    for i, p in enumerate(payloads):
+        r.on_data(b"data: " + p + b"\n\n", 100 + i)
+        if i == 1:
+            assert r.fast is not None and b'"role"' not in r.fast[0]
+            assert all(_fits(b"data: " + q + b"\n\n", r.fast) for q in payloads[2:6])  # the rest: unparsed
+    assert [(e[0], e[4]) for e in events] == reference([[p] for p in payloads]) == [(101 + i, 1) for i in range(5)]
+    assert [e[2] for e in events] == ["FIRST_TOKEN"] + ["CHUNK"] * 4
+    assert r.tokens == 5 and r.finish_reason == "length" and r.done
+
+
+def test_a_whole_response_in_one_read_learns_from_its_first_token_chunk():
+    # the client read the whole stream at once (a fast server, or the client fell behind): one event of all its
+    # tokens at that read's time, as a full parse gives; the chunks after the first token fit the shape learnt
+    # from it within the same read, and the same holds when the first token's read also held the role chunk
+    payloads = vllm_chat([" a", " b", " c", " d"])
+    stream = [b"data: " + p + b"\n\n" for p in payloads]
+    events: list[tuple] = []
+    r = Response(events.append, 7, 0, True, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10, {})
+    r.on_data(b"".join(stream), 100)
+    assert [(e[0], e[4]) for e in events] == reference([payloads]) == [(100, 4)] and events[0][2] == "FIRST_TOKEN"
+    assert r.fast is not None and all(_fits(s, r.fast) for s in stream[2:5])
+    assert r.tokens == 4 and r.done and r.usage["completion_tokens"] == 4
+    events.clear()
+    r = Response(events.append, 7, 0, True, 1 << 20, 0, send_event=False)
+    r.on_head(200, 10, {})
+    for i, read in enumerate((stream[:2], stream[2:4], stream[4:])):
+        r.on_data(b"".join(read), 100 + i)
+    assert (
+        [(e[0], e[4]) for e in events]
+        == reference([payloads[:2], payloads[2:4], payloads[4:]])
+        == [(100, 1), (101, 2), (102, 1)]
+    )
