@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from heapq import heappop, heappush
 
-import orjson
-
 from kvbench.config import ConfigError
-from kvbench.http.conn import Connection, request_head
+from kvbench.http.bodies import RequestBodies
+from kvbench.http.conn import Connection
 from kvbench.http.faults import StreamFault, classify, classify_status, one_line
 from kvbench.http.followup import Tried, next_step
 from kvbench.http.pool import Pool
-from kvbench.http.probe import auth_headers, prepare
+from kvbench.http.probe import prepare
 from kvbench.http.profile import EndpointProfile, load_profile
-from kvbench.http.prompts import PromptBuilder
 from kvbench.http.scrape import preload, scrape_loop
 from kvbench.http.stopsignal import cancel_on_sigterm
 from kvbench.http.stream import Response, terminal
@@ -35,7 +32,6 @@ from kvbench.records import ARRIVE, CANCEL, LAST_TOKEN, Emit, Event, Request
 from kvbench.redact import redact_text, scrub, secret_values
 from kvbench.target import RunContext, TargetSpec
 from kvbench.units import NS_PER_MS, ns_to_s, s_to_ns
-from kvbench.version import __version__
 
 SPIN_NS = NS_PER_MS  # loop timers have ~1 ms resolution: sleep until this close, then yield-poll the loop
 # Before t0 the pool opens a connection for each request due in the run's first WARM_SPAN_NS (they will be in
@@ -66,21 +62,16 @@ def prepared_spec(spec: TargetSpec) -> TargetSpec:
     return replace(spec, params={**spec.params, "model": prof.model, "word_tokens": prof.word_tokens})
 
 
-def run_salt(ctx: RunContext) -> str:
-    """Per-run salt: the run directory and start instant (shared by all workers of the run)."""
-    return hashlib.sha256((ctx.run_key or f"{ctx.run_dir.resolve()}|{ctx.t0_ns}").encode()).hexdigest()[:12]
-
-
 class OpenAITarget:
     def __init__(self, spec: TargetSpec, ctx: RunContext):
         prof = load_profile(spec.params, spec.source)
         self.prof: EndpointProfile = prof if prof.model and prof.word_tokens > 0 else prepare(prof)
         self.ctx = ctx
-        self.prompts = PromptBuilder(run_salt(ctx) if prof.salt else "", self.prof.word_tokens)
-        headers = {"User-Agent": f"kvbench/{__version__}", "Accept": "text/event-stream", **auth_headers(self.prof)}
-        self._secrets = secret_values({**spec.params, "headers": headers})  # scrubbed from details (a server may echo)
-        self._head = request_head(self.prof.endpoint_url, headers)  # + Content-Length and the body per request
-        self._base = self._base_body()
+        bodies = RequestBodies(self.prof, ctx)
+        self.payload = bodies.payload
+        self._secrets = secret_values(
+            {**spec.params, "headers": bodies.headers}
+        )  # scrubbed from details (a server may echo)
         self._heap: list[tuple[int, int, Request]] = []
         self._seq = 0
         self._inflight: dict[int, Request] = {}  # released, not ended: the terminal event pops it (exactly once)
@@ -97,32 +88,6 @@ class OpenAITarget:
         self._direct: dict[Response, Connection] = {}  # attempts written on a kept-alive connection, no task yet
         self._later: list[tuple[Request, bytes, Response]] = []  # refills to write after this iteration's reads
         self._ready: tuple[int, bytes | None] | None = None  # (heap seq, payload) of the next timed release
-
-    def _base_body(self) -> dict:
-        p = self.prof
-        body: dict = {"model": p.model, "stream": True}
-        if p.include_usage:
-            body["stream_options"] = {"include_usage": True}
-        if p.ignore_eos:
-            body["ignore_eos"] = True
-        return {**body, **p.extra_body}
-
-    def payload(self, req: Request) -> bytes:
-        """The complete HTTP request: head, Content-Length, JSON body."""
-        body = self.body(req)
-        return b"%sContent-Length: %d\r\n\r\n%s" % (self._head, len(body), body)
-
-    def body(self, req: Request) -> bytes:
-        n = max(1, req.output_tokens)
-        b = dict(self._base)
-        b["max_tokens"] = n
-        if self.prof.min_tokens:
-            b["min_tokens"] = n
-        if self.prof.api == "chat":
-            b["messages"] = self.prompts.messages(req)
-        else:
-            b["prompt"] = self.prompts.text(req)
-        return orjson.dumps(b)
 
     # -- scheduling -------------------------------------------------------------------------------------------
 
