@@ -175,11 +175,11 @@ class Engine:
     def _cut(self, t: int) -> None:
         """End the decode run in flight at the end of the step running at time t."""
         r = self.current
-        n = self.pricer.cut(r.batch, r.kv_tokens, t - r.t0_ns, r.n_steps)
+        n, n_ns = self.pricer.cut(r.batch, r.kv_tokens, t - r.t0_ns, r.n_steps)
         if n < r.n_steps:
             r.n_steps = n
             self.version = v = self.version + 1
-            self.loop.at(r.t0_ns + self.pricer.run_ns(r.batch, r.kv_tokens, n), self.end_cb, v)
+            self.loop.at(r.t0_ns + n_ns, self.end_cb, v)
 
     # ---- work leaving
     def leave_decode(self, job: Job) -> int:
@@ -326,7 +326,12 @@ class Engine:
         self.busy = True
         self.version = v = self.version + 1
         r = self.current
-        r.t0_ns, r.n_steps, r.batch, r.kv_tokens, r.chunks, r.prefill_tokens = t, n, B, self.kv_batch, chunks, P
+        r.t0_ns = t  # one store each: a six-way tuple assignment builds and unpacks a tuple
+        r.n_steps = n
+        r.batch = B
+        r.kv_tokens = self.kv_batch
+        r.chunks = chunks
+        r.prefill_tokens = P
         r.kv_blocks = -(-self.kv_used // self.block_tokens)
         self.loop.at(t + dur, self.end_cb, v)
 
