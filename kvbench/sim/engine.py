@@ -43,7 +43,7 @@ class EngineHost(Protocol):
 class RunningStep:
     """The batch step, or run of identical decode steps, an engine has in flight (one record per engine, reused)."""
 
-    __slots__ = ("t0_ns", "n_steps", "batch", "kv_tokens", "chunks", "prefill_tokens", "kv_blocks")
+    __slots__ = ("t0_ns", "n_steps", "batch", "kv_tokens", "chunks", "prefill_tokens", "kv_blocks", "cut")
 
     def __init__(self) -> None:
         self.t0_ns = 0  # when it started
@@ -53,6 +53,8 @@ class RunningStep:
         self.chunks: list[tuple[Job, int]] | tuple[()] = ()  # (job, prefill tokens) computed in the step
         self.prefill_tokens = 0  # sum of the chunks
         self.kv_blocks = 0  # KV blocks in use when it started
+        # cut short already: it ends with the step that was in flight, so a later cut in it changes nothing
+        self.cut = False
 
 
 class Engine:
@@ -175,8 +177,11 @@ class Engine:
     def _cut(self, t: int) -> None:
         """End the decode run in flight at the end of the step running at time t."""
         r = self.current
+        if r.cut:
+            return
         n, n_ns = self.pricer.cut(r.batch, r.kv_tokens, t - r.t0_ns, r.n_steps)
         if n < r.n_steps:
+            r.cut = True
             r.n_steps = n
             self.version = v = self.version + 1
             self.loop.at(r.t0_ns + n_ns, self.end_cb, v)
@@ -332,6 +337,7 @@ class Engine:
         r.kv_tokens = self.kv_batch
         r.chunks = chunks
         r.prefill_tokens = P
+        r.cut = False
         r.kv_blocks = -(-self.kv_used // self.block_tokens)
         self.loop.at(t + dur, self.end_cb, v)
 

@@ -148,7 +148,9 @@ class CostModel:
         if new_tokens <= 0:
             return 0
         n, c = new_tokens, context_tokens
-        return self._step(n, n * c + n * (n + 1) // 2, c + n)
+        a = self._compute_per_pair * (n * c + n * (n + 1) // 2)  # _step(n, pairs, c + n), written out
+        m = self._kv_per_token * (c + n)
+        return ((self._gemms.get(n) or self._gemm(n)) + (a if a > m else m) >> SHIFT) + self._fixed_ns
 
     def decode_step_ns(self, batch: int, kv_tokens: int) -> int:
         """One decode step of `batch` requests holding `kv_tokens` in total (before the step)."""
@@ -162,9 +164,10 @@ class CostModel:
         p, pc = prefill_tokens, prefill_context
         if p + batch <= 0:
             return 0
-        pairs = p * pc + p * (p + 1) // 2 + (kv_tokens + batch if batch else 0)
-        kv = (pc + p if p else 0) + (kv_tokens + batch if batch else 0)
-        return self._step(p + batch, pairs, kv)
+        a = self._compute_per_pair * (p * pc + p * (p + 1) // 2 + (kv_tokens + batch if batch else 0))  # pairs
+        m = self._kv_per_token * ((pc + p if p else 0) + (kv_tokens + batch if batch else 0))  # KV touched
+        tokens = p + batch  # _step(tokens, pairs, kv), written out
+        return ((self._gemms.get(tokens) or self._gemm(tokens)) + (a if a > m else m) >> SHIFT) + self._fixed_ns
 
     def tokens_step_ns(self, tokens: int, pairs: int, kv_tokens_touched: int) -> int:
         """General step: `tokens` new tokens, `pairs` attention pairs, KV tokens read + written."""
