@@ -104,21 +104,23 @@ def sim_run_alone(preset: str, n: int) -> None:
         functools.reduce(lambda _a, _b: target.run(lambda ev: None), [0, 1])
 
 
-def instructions(preset: str, n: int, src: str | None = None) -> int:
-    """Instructions of the sim-only run of `n` requests (see sim_run_alone); `src`: a checkout to import instead."""
-    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench_sim; "
-    code += f"bench_sim.sim_run_alone({preset!r}, {n})"
+def instructions(preset: str, n: int, src: str | None = None) -> tuple[int, str]:
+    """(instructions of the sim-only run of `n` requests (see sim_run_alone), the kvbench package it imported);
+    `src`: a checkout to import instead of the installed one."""
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench_sim, kvbench; "
+    code += f"print(kvbench.__file__); bench_sim.sim_run_alone({preset!r}, {n})"
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     if src is not None:
         env["PYTHONPATH"] = src
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "callgrind.out"
         cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce"]
-        subprocess.run([*cmd, f"--callgrind-out-file={out}", sys.executable, "-c", code], env=env, check=True,
-                       capture_output=True)  # fmt: skip
+        # cwd: the temporary directory, so that `python -c` does not import a kvbench/ from where it was started
+        run = subprocess.run([*cmd, f"--callgrind-out-file={out}", sys.executable, "-c", code], env=env, check=True,
+                       capture_output=True, cwd=d, text=True)  # fmt: skip
         for line in out.read_text().splitlines():
             if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
+                return int(line.split()[1]), run.stdout.strip().splitlines()[-1]
     raise RuntimeError("callgrind wrote no totals")
 
 
@@ -156,8 +158,10 @@ def main() -> None:
     n = a.n
     if a.instructions:
         for label, src in (("base", a.base), ("this", None)) if a.base else (("this", None),):
-            ins = instructions(a.preset, n, src)
-            print(f"sim only, {n:,} requests, instructions ({label}): {ins / 1e9:.3f} G = {ins / n:,.0f} per request")
+            ins, where = instructions(a.preset, n, src)
+            print(
+                f"sim only, {n:,} requests, instructions ({label}: {where}): {ins / 1e9:.3f} G = {ins / n:,.0f} per request"
+            )
         return
     s = statistics.median(startup(a.preset) for _ in range(a.reps))
     print(f"start-up (import + build {a.preset}): median {s:.3f} s")
