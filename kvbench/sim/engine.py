@@ -43,7 +43,7 @@ class EngineHost(Protocol):
 class RunningStep:
     """The batch step, or run of identical decode steps, an engine has in flight (one record per engine, reused)."""
 
-    __slots__ = ("t0_ns", "n_steps", "batch", "kv_tokens", "chunks", "prefill_tokens", "kv_blocks")
+    __slots__ = ("t0_ns", "n_steps", "batch", "kv_tokens", "chunks", "prefill_tokens", "kv_blocks", "cut")
 
     def __init__(self) -> None:
         self.t0_ns = 0  # when it started
@@ -53,6 +53,8 @@ class RunningStep:
         self.chunks: list[tuple[Job, int]] | tuple[()] = ()  # (job, prefill tokens) computed in the step
         self.prefill_tokens = 0  # sum of the chunks
         self.kv_blocks = 0  # KV blocks in use when it started
+        # cut short already: it ends with the step that was in flight, so a later cut in it changes nothing
+        self.cut = False
 
 
 class Engine:
@@ -175,11 +177,14 @@ class Engine:
     def _cut(self, t: int) -> None:
         """End the decode run in flight at the end of the step running at time t."""
         r = self.current
-        n = self.pricer.cut(r.batch, r.kv_tokens, t - r.t0_ns, r.n_steps)
+        if r.cut:
+            return
+        n, n_ns = self.pricer.cut(r.batch, r.kv_tokens, t - r.t0_ns, r.n_steps)
         if n < r.n_steps:
+            r.cut = True
             r.n_steps = n
             self.version = v = self.version + 1
-            self.loop.at(r.t0_ns + self.pricer.run_ns(r.batch, r.kv_tokens, n), self.end_cb, v)
+            self.loop.at(r.t0_ns + n_ns, self.end_cb, v)
 
     # ---- work leaving
     def leave_decode(self, job: Job) -> int:
@@ -326,7 +331,13 @@ class Engine:
         self.busy = True
         self.version = v = self.version + 1
         r = self.current
-        r.t0_ns, r.n_steps, r.batch, r.kv_tokens, r.chunks, r.prefill_tokens = t, n, B, self.kv_batch, chunks, P
+        r.t0_ns = t  # one store each: a six-way tuple assignment builds and unpacks a tuple
+        r.n_steps = n
+        r.batch = B
+        r.kv_tokens = self.kv_batch
+        r.chunks = chunks
+        r.prefill_tokens = P
+        r.cut = False
         r.kv_blocks = -(-self.kv_used // self.block_tokens)
         self.loop.at(t + dur, self.end_cb, v)
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from kvbench.sim.cost import StepCost
+from kvbench.sim.cost.runs import SHIFT, run_sum
 from kvbench.sim.spec import LinkSpec
 from kvbench.sim.spec_decode import (
     expected_tokens_per_step,
@@ -30,7 +31,9 @@ class StepPricer(Protocol):
 
     def steps_within(self, batch: int, kv_tokens: int, budget_ns: int) -> int: ...
 
-    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> int: ...
+    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> tuple[int, int]:
+        """(m, run_ns(m)): the steps of a run of n begun by `elapsed_ns` (m == n: not cut; its time unused)."""
+        ...
 
     def steps_for(self, tokens: int) -> int: ...
 
@@ -38,7 +41,7 @@ class StepPricer(Protocol):
 class PlainPricer:
     """One token per request per decode step; runs priced in closed form by the cost model."""
 
-    __slots__ = ("cost", "mixed_ns", "run_ns", "steps_within", "kv_per_step", "tokens_per_step")
+    __slots__ = ("cost", "mixed_ns", "run_ns", "steps_within", "kv_per_step", "tokens_per_step", "lines_of")
 
     def __init__(self, cost: StepCost) -> None:
         self.cost = cost
@@ -47,28 +50,34 @@ class PlainPricer:
         self.steps_within = cost.decode_steps_within  # (batch, kv_tokens, budget_ns)
         self.kv_per_step = 1
         self.tokens_per_step = 1
+        self.lines_of = cost.decode_lines  # (batch, kv_tokens): the run in closed form
 
     def steps_for(self, tokens: int) -> int:
         """Decode steps that produce `tokens` tokens."""
         return tokens
 
-    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> int:
-        """Steps of a run of n that have started by `elapsed_ns` (the one in flight included), i.e. the smallest
-        m with run_ns(m) > elapsed. Steps only lengthen as KV grows, so elapsed // (last step) and
-        elapsed // (first step) + 1 bracket it tightly; bisect between them."""
-        step = self.cost.decode_step_ns
-        hi = elapsed_ns // step(batch, kv_tokens) + 1
+    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> tuple[int, int]:
+        """(m, run_ns(m)) for the steps of a run of n that have started by `elapsed_ns` (the one in flight
+        included), i.e. the smallest m with run_ns(m) > elapsed. Steps only lengthen as KV grows, so
+        elapsed // (last step) and elapsed // (first step) + 1 bracket it tightly; bisect between them. The run's
+        lines are computed once: step i is floor(max(a1 + s1*i, a2 + s2*i) / S) + const, the cost model's
+        decode_step_ns at that step's KV, and the sums are exact (run_sum)."""
+        lines = self.lines_of(batch, kv_tokens)
+        a1, s1, a2, s2, const = lines
+        hi = elapsed_ns // (((a1 if a1 > a2 else a2) >> SHIFT) + const) + 1
         if hi >= n:
-            return n
-        lo = elapsed_ns // step(batch, kv_tokens + batch * (n - 1))
-        run = self.run_ns
+            return n, 0  # not cut: the run's end stands
+        i = n - 1
+        x1, x2 = a1 + s1 * i, a2 + s2 * i
+        lo, hi_ns = elapsed_ns // (((x1 if x1 > x2 else x2) >> SHIFT) + const), -1
         while hi - lo > 1:
             mid = (lo + hi) >> 1
-            if run(batch, kv_tokens, mid) > elapsed_ns:
-                hi = mid
+            mid_ns = run_sum(mid, lines)
+            if mid_ns > elapsed_ns:
+                hi, hi_ns = mid, mid_ns
             else:
                 lo = mid
-        return hi
+        return hi, hi_ns if hi_ns >= 0 else run_sum(hi, lines)
 
 
 class SpecPricer:
@@ -111,8 +120,9 @@ class SpecPricer:
             self.cost, self.draft, self.link, batch, kv_tokens, self.k, budget_ns, batch * self.kv_per_step
         )
 
-    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> int:
-        return min(n, self.steps_within(batch, kv_tokens, elapsed_ns) + 1)
+    def cut(self, batch: int, kv_tokens: int, elapsed_ns: int, n: int) -> tuple[int, int]:
+        m = min(n, self.steps_within(batch, kv_tokens, elapsed_ns) + 1)
+        return m, self.run_ns(batch, kv_tokens, m) if m < n else 0
 
     def steps_for(self, tokens: int) -> int:
         rng, acc, steps = self.rng, self.acceptance, 0

@@ -63,7 +63,9 @@ def wire_ns(link: LinkSpec, nbytes: int) -> int:
 def transfer_ns(link: LinkSpec, nbytes: int, messages: int) -> int:
     if nbytes <= 0 and messages <= 0:
         return 0
-    return latency_ns(link, messages) + wire_ns(link, nbytes)
+    # latency_ns + wire_ns, written out: once per transfer and per prefix load
+    latency = link.per_request_ns + -(-messages // link.outstanding) * link.alpha_ns
+    return latency + int(nbytes * NS_PER_S / link.effective_bytes_per_s)
 
 
 def rtt_bound(link: LinkSpec, nbytes: int, messages: int) -> bool:
@@ -92,7 +94,9 @@ def exposed_ns(link: LinkSpec, nbytes: int, messages: int, prefill_ns: int, laye
     if messages <= 0 or layers <= 0:
         return 0
     per_layer_msgs = -(-messages // layers)
-    x = -(-per_layer_msgs // link.outstanding) * link.alpha_ns + wire_ns(link, nbytes // layers)
+    x = -(-per_layer_msgs // link.outstanding) * link.alpha_ns + int(
+        nbytes // layers * NS_PER_S / link.effective_bytes_per_s
+    )
     behind = link.per_request_ns + layers * x - prefill_ns * (layers - 1) // layers
     return x if x > behind else behind
 

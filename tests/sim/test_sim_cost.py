@@ -12,6 +12,7 @@ from kvbench.sim import spec
 from kvbench.sim.cost.config import cost_model
 from kvbench.sim.cost.roofline import CostModel
 from kvbench.sim.cost.runs import floor_sum
+from kvbench.sim.pricer import PlainPricer
 
 KiB = 1024
 
@@ -173,6 +174,22 @@ def test_decode_run_is_the_sum_of_steps(c: CostModel, batch: int, kv: int, n: in
 def test_decode_steps_within_is_the_inverse(c: CostModel, batch: int, kv: int, budget: int) -> None:
     n = c.decode_steps_within(batch, kv, budget)
     assert c.decode_run_ns(batch, kv, n) <= budget < c.decode_run_ns(batch, kv, n + 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(COSTS), st.integers(1, 512), st.integers(0, 2_000_000), st.integers(2, 200), st.integers(0, 10**10)
+)
+def test_cutting_a_run_keeps_the_steps_begun(c: CostModel, batch: int, kv: int, n: int, elapsed: int) -> None:
+    # the steps begun by `elapsed` (the smallest m whose sum exceeds it) and their exact total; a cut that the
+    # first step's bracket puts at or past the run's end leaves the run as it is
+    steps = [c.decode_step_ns(batch, kv + batch * i) for i in range(n)]
+    m, m_ns = PlainPricer(c).cut(batch, kv, elapsed, n)
+    if elapsed // steps[0] + 1 >= n:
+        assert m == n
+    else:
+        assert m == next(k for k in range(1, n + 1) if sum(steps[:k]) > elapsed)
+        assert m_ns == sum(steps[:m])
 
 
 @pytest.mark.parametrize(

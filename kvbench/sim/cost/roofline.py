@@ -92,10 +92,14 @@ class CostModel:
     _kv_split: int = _derived()  # GPUs that split one token's KV (kv_div in the module docstring)
     _micro: int = _derived()  # micro-batches a step is cut into (1 without PP)
     _fixed_ns: int = _derived()  # per-step overheads plus the all-reduce latency
+    # _gemm by token count: a pure function of the step's tokens, asked for at every step and run (a cache of
+    # at most token_budget + max_running entries, not part of the model's value)
+    _gemms: dict[int, int] = _derived()
 
     def __post_init__(self) -> None:
         for name, value in derive(self.model, self.gpu, self.parallel(), S, _Q).items():
             object.__setattr__(self, name, value)  # frozen: derived once, here
+        object.__setattr__(self, "_gemms", {})
 
     def parallel(self) -> Parallel:
         return Parallel(
@@ -114,7 +118,13 @@ class CostModel:
 
     # --- single steps (written out, not shared, because the engine calls them in its hot loop) ---------------
     def _gemm(self, tokens: int) -> int:
-        """The weight GEMMs and all-reduces of a step of `tokens` new tokens, in fixed point."""
+        """The weight GEMMs and all-reduces of a step of `tokens` new tokens, in fixed point; kept in `_gemms`,
+        which the steps read first (`self._gemms.get(tokens) or self._gemm(tokens)`)."""
+        g = self._gemm_of(tokens)
+        self._gemms[tokens] = g
+        return g
+
+    def _gemm_of(self, tokens: int) -> int:
         if self._micro > 1:  # under PP the step's slowest micro-batch sets each slot
             tokens = -(-tokens // self._micro)
         c = self._compute_per_token * tokens
@@ -131,14 +141,16 @@ class CostModel:
     def _step(self, tokens: int, pairs: int, kv: int) -> int:
         a = self._compute_per_pair * pairs
         m = self._kv_per_token * kv
-        return (self._gemm(tokens) + (a if a > m else m) >> SHIFT) + self._fixed_ns
+        return ((self._gemms.get(tokens) or self._gemm(tokens)) + (a if a > m else m) >> SHIFT) + self._fixed_ns
 
     def prefill_ns(self, new_tokens: int, context_tokens: int = 0) -> int:
         """Compute `new_tokens` after `context_tokens` already in KV (a whole prompt or one chunk of it)."""
         if new_tokens <= 0:
             return 0
         n, c = new_tokens, context_tokens
-        return self._step(n, n * c + n * (n + 1) // 2, c + n)
+        a = self._compute_per_pair * (n * c + n * (n + 1) // 2)  # _step(n, pairs, c + n), written out
+        m = self._kv_per_token * (c + n)
+        return ((self._gemms.get(n) or self._gemm(n)) + (a if a > m else m) >> SHIFT) + self._fixed_ns
 
     def decode_step_ns(self, batch: int, kv_tokens: int) -> int:
         """One decode step of `batch` requests holding `kv_tokens` in total (before the step)."""
@@ -152,9 +164,10 @@ class CostModel:
         p, pc = prefill_tokens, prefill_context
         if p + batch <= 0:
             return 0
-        pairs = p * pc + p * (p + 1) // 2 + (kv_tokens + batch if batch else 0)
-        kv = (pc + p if p else 0) + (kv_tokens + batch if batch else 0)
-        return self._step(p + batch, pairs, kv)
+        a = self._compute_per_pair * (p * pc + p * (p + 1) // 2 + (kv_tokens + batch if batch else 0))  # pairs
+        m = self._kv_per_token * ((pc + p if p else 0) + (kv_tokens + batch if batch else 0))  # KV touched
+        tokens = p + batch  # _step(tokens, pairs, kv), written out
+        return ((self._gemms.get(tokens) or self._gemm(tokens)) + (a if a > m else m) >> SHIFT) + self._fixed_ns
 
     def tokens_step_ns(self, tokens: int, pairs: int, kv_tokens_touched: int) -> int:
         """General step: `tokens` new tokens, `pairs` attention pairs, KV tokens read + written."""
@@ -166,7 +179,7 @@ class CostModel:
         q = k+1 a speculative verify step) while the KV grows by `growth` per step (default: batch)."""
         tokens = batch * q
         g = batch if growth is None else growth
-        gemm = self._gemm(tokens)
+        gemm = self._gemms.get(tokens) or self._gemm(tokens)
         ac = gemm + self._compute_per_pair * (q * kv_tokens + tokens * (q + 1) // 2)
         am = gemm + self._kv_per_token * (kv_tokens + tokens)
         sc, sm = self._compute_per_pair * q * g, self._kv_per_token * g

@@ -57,8 +57,15 @@ def _floor_sum_s(n: int, a: int, b: int) -> int:
 def run_sum(n: int, lines: Lines) -> int:
     """Exact total of the first n steps of a run (see `lines` above)."""
     a1, s1, a2, s2, const = lines
-    if a1 <= a2:  # _crossover(...) == 0, written out: line 2 wins from step 0
-        return _floor_sum_s(n, s2, a2) + n * const
+    if a1 <= a2:  # _crossover(...) == 0, written out: line 2 wins from step 0; _floor_sum_s(n, s2, a2) too
+        total = (n - 1) * n // 2 * (s2 >> SHIFT) + n * (a2 >> SHIFT) + n * const
+        s2 &= S - 1
+        a2 &= S - 1
+        y = s2 * n + a2
+        if y < S:
+            return total
+        n, a2 = divmod(y, S)
+        return total + floor_sum(n, s2, S, a2)
     i0 = n if s1 == s2 else min(n, -(-(a1 - a2) // (s2 - s1)))
     if i0 == n:
         return _floor_sum_s(n, s1, a1) + n * const
