@@ -89,25 +89,33 @@ def path_for(events_part: str | os.PathLike) -> Path:
 def partial_rows(events: pa.Table) -> pa.Table:
     """One row per req_id of an events table (kvbench.eventlog.EVENTS), in SCHEMA, ordered by req_id.
 
-    numpy over the columns' buffers (a stable sort by req_id, then one reduceat per column): pyarrow's group-by
-    and compute functions would import pandas and pyarrow.compute into every replay (~0.1-0.5 s)."""
+    numpy over the columns' buffers (each row's group from np.unique, then one ufunc.at per column over the rows
+    of its kinds): pyarrow's group-by and compute functions would import pandas and pyarrow.compute into every
+    replay (~0.1-0.5 s)."""
     kind = events.column("kind").combine_chunks()  # one dictionary for all chunks
     masks = {kinds: _kind_mask(kind, kinds) for kinds in dict.fromkeys(k for _, _, _, k in FIELDS)}
-    req_id, req_valid = _ints(events.column("req_id"))
-    order = np.lexsort((req_id, ~req_valid))  # stable: by req_id, a NULL req_id last (its own group, as in SQL)
-    keys = np.column_stack((req_id[order], req_valid[order]))
-    starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
-    sources = {k: (v[order], ok[order], words) for k, (v, ok, words) in _sources(events, kind, masks).items()}
-    masks = {k: m[order] for k, m in masks.items()}
-    out: dict[str, pa.Array] = {"req_id": _int_array(req_id[order][starts], req_valid[order][starts], pa.int64())}
+    ids, ids_valid, group = _groups(events.column("req_id"))
+    sources = _sources(events, kind, masks)
+    out: dict[str, pa.Array] = {"req_id": _int_array(ids, ids_valid, pa.int64())}
     for name, agg, source, kinds in FIELDS:
         if agg == "count":
-            out[name] = _int_array(np.add.reduceat(masks[kinds].astype(np.int64), starts), None, pa.int64())
+            out[name] = _int_array(np.bincount(group[masks[kinds]], minlength=len(ids)), None, pa.int64())
             continue
         values, valid, words = sources[source]
-        got, has = _reduce(values, valid & masks[kinds], agg, starts)
+        got, has = _reduce(values, valid & masks[kinds], agg, group, len(ids))
         out[name] = _int_array(got, has, SCHEMA.field(name).type) if words is None else _string_array(words, got, has)
     return pa.Table.from_arrays([out[f.name] for f in SCHEMA], schema=SCHEMA)
+
+
+def _groups(req_id: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct req_ids in order (a NULL one last, its own group, as in SQL), whether each is not NULL, and
+    each row's group."""
+    values, valid = _ints(req_id)
+    if valid.all():
+        ids, group = np.unique(values, return_inverse=True)
+        return ids, np.ones(len(ids), bool), group
+    pairs, group = np.unique(np.column_stack((~valid, np.where(valid, values, 0))), axis=0, return_inverse=True)
+    return pairs[:, 1], pairs[:, 0] == 0, group.ravel()
 
 
 Source = tuple[np.ndarray, np.ndarray, list[bytes] | None]  # values, valid, and a string column's sorted words
@@ -121,9 +129,7 @@ def _sources(events: pa.Table, kind: pa.DictionaryArray, masks: dict) -> dict[st
         c: (*_ints(events.column(c)), None) for c in ("t_ns", "tokens", "cached_tokens", "nbytes")
     }
     for name in ("instance", "tier", "detail"):
-        wanted = np.zeros(n, bool)
-        for _, _, source, kinds in FIELDS:
-            wanted |= masks[kinds] if source == name else False
+        wanted = np.logical_or.reduce([masks[kinds] for _, _, source, kinds in FIELDS if source == name])
         sources[name] = _ranks(events.column(name).combine_chunks(), np.flatnonzero(wanted))
     ranks, _, words = _ranks(kind.dictionary, np.arange(len(kind.dictionary)))
     indices, valid = _ints(kind.indices)
@@ -160,15 +166,20 @@ def _valid(bitmap: pa.Buffer, offset: int, n: int) -> np.ndarray:
     return bits[offset : offset + n].astype(bool)
 
 
-def _reduce(values: np.ndarray, valid: np.ndarray, agg: str, starts: np.ndarray) -> tuple:
-    """min, max or sum of the valid values per group (rows in req_id order, groups from `starts`), and whether
-    the group has any (else NULL, as SQL's aggregates)."""
-    has = np.logical_or.reduceat(valid, starts)
+def _reduce(values: np.ndarray, valid: np.ndarray, agg: str, group: np.ndarray, n: int) -> tuple:
+    """min, max or sum of the valid values per group (of n), and whether the group has any (else NULL, as SQL's
+    aggregates)."""
+    rows = np.flatnonzero(valid)
+    at = group[rows]
+    has = np.zeros(n, bool)
+    has[at] = True
     if agg == "sum":
-        return np.add.reduceat(np.where(valid, values, 0), starts), has
-    fill = np.iinfo(np.int64).max if agg == "min" else np.iinfo(np.int64).min
-    reduce = np.minimum if agg == "min" else np.maximum
-    return reduce.reduceat(np.where(valid, values, fill), starts), has
+        got = np.zeros(n, np.int64)
+        np.add.at(got, at, values[rows])
+        return got, has
+    got = np.full(n, np.iinfo(np.int64).max if agg == "min" else np.iinfo(np.int64).min)
+    (np.minimum if agg == "min" else np.maximum).at(got, at, values[rows])
+    return got, has
 
 
 def _int_array(values: np.ndarray, valid: np.ndarray | None, type_: pa.DataType) -> pa.Array:
@@ -224,11 +235,15 @@ def _wire_ns(detail: pa.Array, rows: np.ndarray, t_ns: np.ndarray) -> np.ndarray
     `layerwise_from_ns=<digits>` of its detail that fits in 64 bits, else its t_ns (as kv_transfers.sql)."""
     wire = t_ns.copy()
     off, blob, valid = _strings(detail)
+    rows = rows[valid[rows]]
+    search, found = WIRE.search, []
     raw = blob.tobytes()
-    for row in rows[valid[rows]]:  # one per KV transfer, not per event
-        found = WIRE.search(raw, off[row], off[row + 1])
-        if found and int(found[1]) < 2**63:
-            wire[row] = int(found[1])
+    for begin, end in zip(off[rows].tolist(), off[rows + 1].tolist()):  # one per KV transfer, not per event
+        match = search(raw, begin, end)
+        found.append(int(match[1]) if match else -1)
+    value = np.array(found, dtype=object)
+    fits = (value >= 0) & (value < 2**63)
+    wire[rows[fits]] = value[fits].astype(np.int64)
     return wire
 
 
