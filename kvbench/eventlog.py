@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kvbench import requestparts
 from kvbench.logcolumns import column, dictionary, to_table
 from kvbench.records import Request
 
@@ -160,6 +161,10 @@ class PartWriter:
         os.replace(tmp, path)
         self.parts.append(path)
         self.written += n
+        self._wrote(table, path)
+
+    def _wrote(self, table: pa.Table, path: Path) -> None:
+        """After a part is written: the events writer adds its per-request part (requestparts.py)."""
 
     def close(self) -> None:
         self.flush()
@@ -173,9 +178,13 @@ class PartWriter:
             for part in self.parts:
                 out.write_table(pq.read_table(part, schema=self.schema))
         os.replace(tmp, merged)
+        self._compacted(merged)
         for part in self.parts:
             part.unlink()
         self.parts = [merged]
+
+    def _compacted(self, merged: Path) -> None:
+        """After self.parts are merged into one file, before they are removed (see _wrote)."""
 
 
 class EventsWriter(PartWriter):
@@ -201,6 +210,12 @@ class EventsWriter(PartWriter):
             tables.append(_chunk_table(self.chunks))
             self.chunks.clear()
         return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+    def _wrote(self, table: pa.Table, path: Path) -> None:
+        requestparts.write(table, path)
+
+    def _compacted(self, merged: Path) -> None:
+        requestparts.merge(self.parts, merged)
 
 
 def _chunk_table(chunks: list[tuple[int, int, int]]) -> pa.Table:

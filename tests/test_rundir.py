@@ -52,7 +52,7 @@ def test_overwrite_replaces_the_old_run_whole(tmp_path):
     assert (out / "steps").is_dir()
     execute(_workload(5), resolve("fixed"), RunOptions(out=out, overwrite=True))
     # nothing of the sim run is left: its steps/ went with it, parts are the new run's only
-    assert sorted(p.name for p in out.iterdir()) == ["events", "requests", "run.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["events", "request_parts", "requests", "run.json"]
     assert _requests_in(out) == 5 and json.loads((out / "run.json").read_text())["counts"]["finished"] == 5
     assert [p.name for p in tmp_path.iterdir()] == ["run"]  # the old run, renamed aside, is deleted
 

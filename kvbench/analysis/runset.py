@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvbench import requestparts
 from kvbench.config import ConfigError
 from kvbench.eventlog import SCHEMA_VERSION, TABLES, table_parts
 
@@ -127,4 +128,38 @@ def open_runs(runs: Sequence[str | Path], threads: int | None = None) -> duckdb.
         ]
         body = " UNION ALL ".join(parts) if parts else _empty_select(table)
         con.execute(f"CREATE VIEW {table} AS {body}")
+    _request_parts_view(con, dirs, names)
     return con
+
+
+def request_parts(run_dir: Path) -> list[str] | None:
+    """The run's per-request parts (kvbench/requestparts.py), or None unless every events part has one, no other
+    is there, and each has their columns: a run written before them, killed between an events part and its
+    per-request part, or from elsewhere is pivoted from its events."""
+    import pyarrow.parquet as pq
+
+    events = table_parts(run_dir, "events")
+    derived = table_parts(run_dir, requestparts.DIR)
+    if not events or [Path(p).name for p in events] != [Path(p).name for p in derived]:
+        return None
+    try:
+        if any(not pq.read_schema(f).equals(requestparts.SCHEMA) for f in derived):
+            return None
+    except Exception:  # pyarrow raises several types for truncated / non-Parquet files
+        return None
+    return derived
+
+
+def _request_parts_view(con: duckdb.DuckDBPyConnection, dirs: list[Path], names: list[str]) -> None:
+    """The view request_parts over every run's per-request parts, when every run with events has them (then
+    analysis/tables.py merges them into request_events instead of pivoting the events)."""
+    selects = []
+    for d, name in zip(dirs, names):
+        if not table_parts(d, "events"):
+            continue
+        derived = request_parts(d)
+        if derived is None:
+            return
+        selects.append(f"SELECT {_quote(name)} AS run, * FROM read_parquet([{', '.join(map(_quote, derived))}])")
+    if selects:
+        con.execute(f"CREATE VIEW request_parts AS {' UNION ALL '.join(selects)}")

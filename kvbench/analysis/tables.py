@@ -66,7 +66,7 @@ def build_kv_transfers(con: duckdb.DuckDBPyConnection) -> None:
     if not (has_table(con, "kv_transfers") or cache.load(con, ["kv_transfers"])):
         con.execute("DROP VIEW IF EXISTS kv_transfers")  # left by kv_transfers_view
         _request_events(con)
-        con.execute(f"CREATE TEMP TABLE kv_transfers AS {subquery('kv_transfers')}")
+        con.execute(f"CREATE TEMP TABLE kv_transfers AS {_kv_transfers(con)}")
         cache.save(con, ["kv_transfers"])
 
 
@@ -77,12 +77,35 @@ def kv_transfers_view(con: duckdb.DuckDBPyConnection) -> None:
     if has_table(con, "kv_transfers") or cache.load(con, ["kv_transfers"]):
         return
     _request_events(con)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW kv_transfers AS {subquery('kv_transfers')}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW kv_transfers AS {_kv_transfers(con)}")
     cache.save(con, ["kv_transfers"])
 
 
 def _request_events(con: duckdb.DuckDBPyConnection) -> None:
     """The temp table request_events, unless the connection has it (one served from the cache has not: then
-    kv_transfers, which reads it, pays for the pivot)."""
+    kv_transfers, which reads it, pays for the pivot): merged from the per-request parts where open_runs found
+    them for every run (the view request_parts), else pivoted from the events. Also the view kv_events, the
+    events whose KV transfers kv_transfers.sql pairs (all, or only those of requests with several)."""
     if not has_table(con, "request_events"):
-        con.execute(sql_text("request_events"))
+        if _merged(con):
+            con.execute(sql_text("request_parts"))
+            con.execute(sql_text("kv_events"))
+        else:
+            con.execute(sql_text("request_events"))
+            con.execute("CREATE OR REPLACE TEMP VIEW kv_events AS SELECT * FROM events")
+
+
+def _merged(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the connection has the view request_parts (runset.open_runs)."""
+    rows = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'request_parts'").fetchall()
+    return bool(rows[0][0])
+
+
+def _kv_transfers(con: duckdb.DuckDBPyConnection) -> str:
+    """The query of kv_transfers: pairing kv_events, and the single transfers from merged request_events."""
+    paired = subquery("kv_transfers")
+    return (
+        f"SELECT * FROM ({paired}) UNION ALL BY NAME SELECT * FROM ({subquery('kv_singles')})"
+        if _merged(con)
+        else paired
+    )

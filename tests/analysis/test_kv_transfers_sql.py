@@ -23,6 +23,7 @@ def _transfers(events: list[tuple], arrivals: dict[int, tuple[int | None, int]],
     con.execute("CREATE TEMP TABLE requests (run VARCHAR, req_id BIGINT, arrival_ns BIGINT)")
     for req, arrival in requested.items():
         con.execute("INSERT INTO requests VALUES ('r', ?, ?)", [req, arrival])
+    con.execute("CREATE TEMP VIEW kv_events AS SELECT * FROM events")  # what tables.py pairs without per-request parts
     query = f"SELECT req_id, nbytes, start_ns, end_ns, duration_ns, in_ttft_ns FROM ({subquery('kv_transfers')})"
     return con.execute(query + " ORDER BY req_id, start_ns").fetchall()
 

@@ -6,6 +6,9 @@
 --                 the transfer time TTFT pays (for layer-wise streaming only the exposed tail); arrival as in
 --                 per_request: the ARRIVE time, else requests.arrival_ns
 -- A START without an END (run killed mid-transfer) has NULL end_ns and duration_ns.
+-- kv_events: the events whose transfers are paired here (tables.py): all of them, or where request_events was
+-- merged from the per-request parts, those of the requests with several STARTs or ENDs (kv_events.sql; the rest
+-- come from kv_singles.sql).
 -- STARTs and ENDs are numbered by a window each (one over both, partitioned by kind, costs more); arrival and
 -- FIRST_TOKEN come from request_events, so the transfers need not wait for per_request. The wire start is cut from
 -- the detail with split_part when what follows `layerwise_from_ns=` up to a space is all digits (the simulator's
@@ -15,7 +18,7 @@ WITH s AS (
     SELECT run, req_id, t_ns, tier, nbytes, instance, detail,
            split_part(split_part(detail, 'layerwise_from_ns=', 2), ' ', 1) AS cut,
            row_number() OVER (PARTITION BY run, req_id ORDER BY t_ns) AS i
-    FROM events WHERE kind = 'KV_XFER_START'
+    FROM kv_events WHERE kind = 'KV_XFER_START'
 ), wired AS (
     SELECT * EXCLUDE (cut, detail),
            CASE WHEN cut <> '' AND ltrim(cut, '0123456789') = '' THEN coalesce(TRY_CAST(cut AS BIGINT), t_ns)
@@ -24,7 +27,7 @@ WITH s AS (
     FROM s
 ), e AS (
     SELECT run, req_id, t_ns, nbytes, row_number() OVER (PARTITION BY run, req_id ORDER BY t_ns) AS i
-    FROM events WHERE kind = 'KV_XFER_END'
+    FROM kv_events WHERE kind = 'KV_XFER_END'
 ), arrivals AS (  -- requests.arrival_ns of the requests whose log has no ARRIVE (usually none)
     SELECT run, req_id, arrival_ns FROM requests
     WHERE (run, req_id) IN (SELECT (run, req_id) FROM request_events WHERE arrive_ns IS NULL)
