@@ -3,10 +3,10 @@
 The summary's per-request pivot (analysis/sql/request_events.sql) and the pairing of KV transfers need every
 event of a run; for a million-request run that is most of the first `kvbench summary`. The writer already holds
 each part as an Arrow table, so it also writes RUN/request_parts/<same name>.parquet: a group-by over that table
-(C++, no Python loop per row). Every column merges exactly across parts (min, max, or sum), so the summary builds
-request_events from these rows (analysis/sql/request_parts.sql) when every events part has its per-request part.
-They are derived and rebuildable: a run without them (older, foreign, or killed between the two writes) is
-pivoted from its events as before.
+(numpy over its buffers, no Python loop per row). Every column merges exactly across parts (min, max, or sum), so
+the summary builds request_events from these rows (analysis/sql/request_parts.sql) when every events part has
+its per-request part. They are derived and rebuildable: a run without them (older, foreign, or killed between the
+two writes) is pivoted from its events as before.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ import pyarrow.parquet as pq
 DIR = "request_parts"  # RUN/request_parts/<events part name>: the part's per-request rows
 TERMINAL = ("FINISH", "ERROR", "REJECT", "CANCEL")
 KV_START, KV_END = ("KV_XFER_START",), ("KV_XFER_END",)
-WIRE = re.compile(
-    rb"layerwise_from_ns=([0-9]+)"
-)  # the simulator's layer-wise streaming: the wire began before the START
+# the simulator's layer-wise streaming: the wire began before the START, at the time this detail names
+WIRE = re.compile(rb"layerwise_from_ns=([0-9]+)")
 
 # (column, aggregate, source column, kinds it is over or None for all). Each merges across parts by the same
 # aggregate (count: by sum). out_max and out_sum stay apart: out_tokens is max(LAST_TOKEN, FINISH) else the
@@ -72,7 +71,7 @@ SCHEMA = pa.schema(
 )
 
 # zstd, dictionary pages for the string columns only (as the events parts), and the integers delta-coded: rows come
-# in order of first appearance, so each time column mostly rises (a third smaller than plain)
+# ordered by req_id, which mostly follows arrival, so each time column mostly rises (a third smaller than plain)
 _OPTIONS = {
     "compression": "zstd",
     "use_dictionary": [f.name for f in SCHEMA if pa.types.is_string(f.type)],
