@@ -259,11 +259,17 @@ def write(events: pa.Table, events_part: Path) -> None:
 
 def merge(events_parts: list[Path], merged: Path) -> None:
     """The per-request part of `merged`, the events parts compacted into one file: their per-request rows
-    concatenated (they merge by the same aggregates, so one row per request per former part is exact)."""
-    tables = [pq.read_table(path_for(p), schema=SCHEMA) for p in events_parts]
-    _write_table(pa.concat_tables(tables), path_for(merged))
-    for p in events_parts:
-        path_for(p).unlink()
+    concatenated (they merge by the same aggregates, so one row per request per former part is exact). If one of
+    them was left out, or the merged one cannot be written, there is none: the summary then pivots the events,
+    and the compaction (which must not fail, or the log would keep its parts beside their merged copy) goes on."""
+    derived = [path_for(p) for p in events_parts]
+    try:
+        if all(p.is_file() for p in derived):
+            _write_table(pa.concat_tables([pq.read_table(p, schema=SCHEMA) for p in derived]), path_for(merged))
+    except (OSError, pa.ArrowException):  # disk full, or a part that does not read back
+        pass
+    for p in derived:
+        p.unlink(missing_ok=True)
 
 
 def _write_table(table: pa.Table, path: Path) -> None:

@@ -117,6 +117,20 @@ def test_compaction_merges_the_per_request_parts_too(tmp_path, monkeypatch):
     ]  # fmt: skip
 
 
+def test_compaction_after_a_part_was_left_out_keeps_the_events_and_leaves_no_merged_part(tmp_path, monkeypatch):
+    monkeypatch.setattr(eventlog, "COMPACT_OVER_PARTS", 2)
+    log = EventLog(tmp_path, realtime=True)
+    for i in range(3):
+        log.emit(_event(10 * i, i, "ARRIVE", tokens=5))
+        log.events.flush()
+        if i == 1:  # as when its write failed (disk full): requestparts.write leaves it out
+            (tmp_path / requestparts.DIR / "part-00001.parquet").unlink()
+    log.close()
+    assert [p.name for p in (tmp_path / "events").glob("*.parquet")] == ["part-all.parquet"]
+    assert pq.read_table(tmp_path / "events" / "part-all.parquet").num_rows == 3
+    assert list((tmp_path / requestparts.DIR).glob("*")) == []  # the summary pivots the events
+
+
 def test_rebuild_writes_the_missing_parts_only(tmp_path):
     log = EventLog(tmp_path)
     log.emit(_event(1, 1, "ARRIVE", tokens=3))
