@@ -102,5 +102,8 @@ def test_sigint_of_a_real_replay_reports_the_time_it_ran(tmp_path, signum, sigin
     )
     assert last_cancel - first_cancel < 500 * MS  # all stamped at the interruption
     assert 2 < m["duration_s"] < 30 and m["duration_s"] == approx(last_cancel / 1e9, abs=0.05)
-    assert 80 < m["request_throughput"] < 101  # ~100 req/s offered and served; 59.99 s would give ~5
+    # Throughput is what finished over the seconds it ran: ~100 req/s offered; over 59.99 s it would be ~5. The
+    # served rate itself falls on a loaded machine (67 req/s seen), so only a floor far above ~5 is asserted.
+    assert m["request_throughput"] == approx(m["finished"] / m["duration_s"])
+    assert 20 < m["request_throughput"] < 101
     assert m["slo_attainment"] > 0.95  # the requests sent finished; the thousands never sent are not counted
