@@ -137,7 +137,7 @@ class Tier:
     def fit(self, max_blocks: int) -> None:
         """Evict LRU blocks until at most `max_blocks` remain; they move to the tier below, if any."""
         blocks = self.blocks
-        excess = len(blocks) - max(max_blocks, 0)
+        excess = len(blocks) - (max_blocks if max_blocks > 0 else 0)
         if excess <= 0:
             return
         self.evicted += excess
@@ -262,10 +262,20 @@ def walk(hashes: Sequence[int], chain: Sequence[Tier]) -> tuple[list[int], int]:
         if h not in first and h not in pinned:
             break
         lead += 1
+    if lead == len(hashes) or len(chain) == 1:
+        return [lead, *[0] * (len(chain) - 1)], lead
+    if len(chain) == 2:  # HBM and one tier below (a node's DRAM, or the pool): the common layout, written out
+        below, top, low = chain[1].blocks, lead, 0
+        for h in islice(hashes, lead, None):
+            if h in first or h in pinned:
+                top += 1
+            elif h in below:
+                low += 1
+            else:
+                break
+        return [top, low], lead
     counts = [0] * len(chain)
     counts[0] = lead
-    if lead == len(hashes) or len(chain) == 1:
-        return counts, lead
     tiers = [t.blocks for t in chain]
     for h in islice(hashes, lead, None):
         if h in pinned:  # in use on the fastest tier (HBM)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 
-from kvbench.sim.kvcache import Tier, lookup, lru_hit_ratio
+from kvbench.sim.kvcache import Tier, lookup, lru_hit_ratio, walk
 from kvbench.workload.mooncake import read_mooncake
 
 
@@ -45,6 +45,18 @@ def test_lookup_follows_hashes_and_stops_at_first_miss():
     pool.insert([10])
     assert lookup([10], [hbm, dram, pool]) == [1, 0, 0]
     assert lookup([99, 10], [hbm, dram, pool]) == [0, 0, 0]
+
+
+def test_walk_of_hbm_and_one_tier_below():
+    # the two-tier walk (written out): HBM first, pinned blocks count as HBM, the walk stops at the first miss
+    hbm, dram = Tier("h", "hbm", 10), Tier("d", "dram", 10)
+    hbm.insert([1, 2, 5])
+    hbm.pinned[4] = 1
+    dram.insert([3, 5, 6, 8])
+    # 1, 2 lead in HBM; 3 from DRAM; 4 in use on HBM; 5 held by both (HBM serves it); 6 DRAM; 7 missing: 8 unseen
+    assert walk([1, 2, 3, 4, 5, 6, 7, 8], [hbm, dram]) == ([4, 2], 2)
+    assert walk([9, 1], [hbm, dram]) == ([0, 0], 0)
+    assert walk([1, 2], [hbm, dram]) == ([2, 0], 2)
 
 
 def test_single_global_lru_matches_the_trace_figure(conversation_trace):
