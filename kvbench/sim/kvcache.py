@@ -4,7 +4,6 @@ tiers and stops at the first block no tier holds."""
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import Any, Protocol
@@ -30,12 +29,19 @@ class Tier:
 
     Inclusive hierarchy: a block promoted to a faster tier keeps its copy below (Mooncake Store and Dynamo's
     KVBM keep the lower copy), so a demotion of a block already held below only refreshes it there.
+
+    The LRU order is kept in two generations of plain lists, so that a chain's blocks go in, and the oldest come
+    out, by C-level set and list operations rather than a Python step per block. `recent` lists every insert and
+    refresh in turn (a block refreshed again is listed again: its last entry counts); `old` is the generation the
+    evictions walk from `head`, each block once. When it is used up, `recent` (its last entries, in order) becomes
+    `old`. An entry of `old` whose block was refreshed (or dropped) since is listed in `moved` and skipped.
+    `blocks` is the set of held blocks.
     """
 
     # fmt: off
     __slots__ = (
-        "name", "kind", "capacity_blocks", "blocks", "below", "link", "hit_blocks", "inserted", "evicted",
-        "pinned", "share", "watch",
+        "name", "kind", "capacity_blocks", "blocks", "recent", "old", "head", "moved", "dropped", "below", "link",
+        "hit_blocks", "inserted", "evicted", "pinned", "share", "watch",
     )
     # fmt: on
 
@@ -45,7 +51,12 @@ class Tier:
         self.name = name  # unique, e.g. "hbm:decode-1", "dram:node-0", "pool"
         self.kind = kind  # "hbm" | "dram" | "ssd" | "pool": what the event log's `tier` column says
         self.capacity_blocks = capacity_blocks
-        self.blocks: OrderedDict[int, None] = OrderedDict()  # oldest first
+        self.blocks: set[int] = set()  # held blocks (cached in free KV, not in use)
+        self.recent: list[int] = []  # inserts and refreshes since `old` was made, in turn (repeats allowed)
+        self.old: list[int] = []  # the older generation, oldest first, each block once; before `head`: evicted
+        self.head = 0
+        self.moved: set[int] = set()  # blocks whose entry in old[head:] no longer counts (refreshed or dropped)
+        self.dropped = False  # a block left without eviction (discard): `recent` may list blocks not held
         self.below = below
         self.link = link  # SharedLink blocks travel over into HBM (None for HBM itself)
         self.hit_blocks = 0
@@ -71,6 +82,11 @@ class Tier:
     def __contains__(self, h: int) -> bool:
         return h in self.blocks or h in self.pinned
 
+    def order(self) -> list[int]:
+        """The held blocks, least recently used first."""
+        moved = self.moved
+        return [h for h in islice(self.old, self.head, None) if h not in moved] + self._generation()
+
     def match(self, hashes: Sequence[int]) -> int:
         """Length of the leading run of `hashes` resident here, cached or in use (no LRU update)."""
         blocks, pinned, n = self.blocks, self.pinned, 0
@@ -82,41 +98,68 @@ class Tier:
 
     def touch(self, hashes: Sequence[int], resident: int = 0) -> None:
         """Mark the resident ones of `hashes` most recently used (a hit); never adds a block. The caller may know
-        that the first `resident` of them are held (a matched prefix): those move without a membership test, unless
-        some blocks are in use (they are held, but not in the LRU)."""
-        blocks, move = self.blocks, self.blocks.move_to_end
-        rest: Iterable[int] = hashes
-        if resident and not self.pinned:
-            deque(map(move, islice(hashes, resident)), 0)
-            rest = islice(hashes, resident, None)
-        for h in rest:
-            if h in blocks:
-                move(h)
+        that the first `resident` of them are held (a matched prefix), unless some blocks are in use (they are
+        held, but not in the LRU)."""
+        if resident < len(hashes) or self.pinned:
+            blocks = self.blocks
+            hashes = [h for h in hashes if h in blocks]
+        self.moved.update(hashes)  # harmless for a block not in old[head:]
+        self.recent += hashes
 
-    def insert(self, hashes: Iterable[int]) -> None:
+    def insert(self, hashes: Sequence[int]) -> None:
         """Insert or refresh blocks as most recently used, evicting (and demoting) the least recently used."""
-        blocks, move = self.blocks, self.blocks.move_to_end
+        blocks = self.blocks
         n = len(blocks)
-        for h in hashes:
-            blocks[h] = None  # an existing key keeps its place: the move below refreshes it (cheaper than a test)
-            move(h)
+        self.moved |= blocks.intersection(hashes)  # held ones: their old entries no longer count
+        self.recent += hashes
+        blocks.update(hashes)
         self.inserted += len(blocks) - n
         if len(blocks) > self.capacity_blocks:
             self.fit(self.capacity_blocks)
+        elif len(self.recent) > 2 * len(blocks) + 4096:  # a tier that rarely evicts: drop the repeats
+            self.recent = self._generation()
+
+    def _generation(self) -> list[int]:
+        """`recent` as an order: each held block once, where it was last listed."""
+        last = list(reversed(dict.fromkeys(reversed(self.recent))))
+        if self.dropped:
+            blocks = self.blocks
+            last = [h for h in last if h in blocks]
+        return last
+
+    def discard(self, h: int) -> None:
+        """Drop one block (it moves out of the LRU, e.g. into a request's KV)."""
+        if h in self.blocks:
+            self.blocks.remove(h)
+            self.moved.add(h)
+            self.dropped = True
 
     def fit(self, max_blocks: int) -> None:
         """Evict LRU blocks until at most `max_blocks` remain; they move to the tier below, if any."""
         blocks = self.blocks
-        excess = len(blocks) - max(max_blocks, 0)
+        excess = len(blocks) - (max_blocks if max_blocks > 0 else 0)
         if excess <= 0:
             return
         self.evicted += excess
-        oldest = list(islice(blocks, excess))
-        deque(map(blocks.pop, oldest), 0)  # C-level loop: ~2x faster than popitem(False) one by one
+        out: list[int] = []
+        while excess:
+            old, head = self.old, self.head
+            if head == len(old):  # the old generation is used up: the recent one becomes old
+                self.old, self.head, self.moved = self._generation(), 0, set()
+                self.recent, self.dropped = [], False
+                continue
+            taken = old[head : head + excess]
+            self.head = head + len(taken)
+            moved = self.moved
+            if moved and not moved.isdisjoint(taken):
+                taken = [h for h in taken if h not in moved]
+            out += taken
+            excess -= len(taken)
+        blocks.difference_update(out)
         if self.watch is not None:
-            self.watch.evicted(oldest)
+            self.watch.evicted(out)
         if self.below is not None:
-            self.below.insert(oldest)
+            self.below.insert(out)
 
 
 class InflightShare:
@@ -143,7 +186,7 @@ class InflightShare:
         ones already in use by other requests are shared (credited back once each)."""
         if job.parent is not None or not job.ctx:
             return
-        refs, blocks, pbt = self.refs, self.tier.blocks, self.pbt
+        refs, tier, pbt = self.refs, self.tier, self.pbt
         hashes, n = job.req.hash_ids, self._full(job)
         held = self.held.setdefault(job, [])
         for h in hashes[self.upto.get(job, 0) : n]:
@@ -152,7 +195,7 @@ class InflightShare:
                 e.kv_used -= pbt
                 self.shared_hits += 1
             else:
-                blocks.pop(h, None)  # a cached block moves from free KV into the request's KV
+                tier.discard(h)  # a cached block moves from free KV into the request's KV
             refs[h] = r + 1
             held.append(h)
         self.upto[job] = n
@@ -176,12 +219,12 @@ class InflightShare:
         start = self.upto.get(job, 0)
         if n <= start:
             return
-        refs, blocks = self.refs, self.tier.blocks
+        refs, tier = self.refs, self.tier
         held = self.held.setdefault(job, [])
         for h in hashes[start:n]:
             if h in refs:
                 continue  # computed beside a copy in use: a private duplicate
-            blocks.pop(h, None)
+            tier.discard(h)
             refs[h] = 1
             held.append(h)
         self.upto[job] = n
@@ -219,10 +262,20 @@ def walk(hashes: Sequence[int], chain: Sequence[Tier]) -> tuple[list[int], int]:
         if h not in first and h not in pinned:
             break
         lead += 1
+    if lead == len(hashes) or len(chain) == 1:
+        return [lead, *[0] * (len(chain) - 1)], lead
+    if len(chain) == 2:  # HBM and one tier below (a node's DRAM, or the pool): the common layout, written out
+        below, top, low = chain[1].blocks, lead, 0
+        for h in islice(hashes, lead, None):
+            if h in first or h in pinned:
+                top += 1
+            elif h in below:
+                low += 1
+            else:
+                break
+        return [top, low], lead
     counts = [0] * len(chain)
     counts[0] = lead
-    if lead == len(hashes) or len(chain) == 1:
-        return counts, lead
     tiers = [t.blocks for t in chain]
     for h in islice(hashes, lead, None):
         if h in pinned:  # in use on the fastest tier (HBM)

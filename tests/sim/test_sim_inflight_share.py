@@ -30,7 +30,7 @@ def run_probed(params: dict, requests: list[Request], probes: list[int], kv_toke
 
     def probe(_now: int, _arg: object) -> None:
         ctx = {j.rid: j.kv + (e.steps - j.join_step) * e.kv_per_step for j in e.running}
-        seen.append((e.kv_used, ctx, dict(e.hbm.pinned), list(e.hbm.blocks)))
+        seen.append((e.kv_used, ctx, dict(e.hbm.pinned), e.hbm.order()))
 
     for at in probes:
         t.loop.at(at, probe)
