@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -58,6 +59,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # connection_made sets it first
         self.sink: Sink | None = None
         self.fut: asyncio.Future | None = None
+        self.failed: Callable[[Sink], None] | None = None  # told at once when the response fails (see start)
         self.state = _DONE
         self.buf = b""
         self.remaining = 0
@@ -72,8 +74,12 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
 
-    def start(self, payload: bytes, sink: Sink, fut: asyncio.Future) -> None:
-        self.sink, self.fut, self.state, self.buf, self.received = sink, fut, _HEAD, b"", 0
+    def start(
+        self, payload: bytes, sink: Sink, fut: asyncio.Future, failed: Callable[[Sink], None] | None = None
+    ) -> None:
+        """Send `payload`; `fut` resolves when the response ends. `failed(sink)`, if given, is also called right
+        when it fails (not on a clean end): a caller that awaits nothing learns it without a callback on `fut`."""
+        self.sink, self.fut, self.failed, self.state, self.buf, self.received = sink, fut, failed, _HEAD, b"", 0
         sink.on_send(time.monotonic_ns())
         self.transport.write(payload)
 
@@ -108,7 +114,7 @@ class Connection(asyncio.Protocol):
     def abandon(self) -> None:
         """Drop the request in progress (cancelled, timed out): nothing more reaches its sink, and the
         connection, now out of step with the server, is closed."""
-        self.sink = self.fut = None
+        self.sink = self.fut = self.failed = None
         self.keep_alive = False
         self.transport.abort()
 
@@ -132,9 +138,12 @@ class Connection(asyncio.Protocol):
         self._finish((StaleConnection if stale else StreamFault)("reset", f"connection closed {where}{why}"))
 
     def _finish(self, error: Exception | None) -> None:
-        fut, self.sink, self.fut = self.fut, None, None
+        fut, sink, failed = self.fut, self.sink, self.failed
+        self.sink = self.fut = self.failed = None
         if fut is not None and not fut.done():
             fut.set_exception(error) if error is not None else fut.set_result(None)
+        if error is not None and failed is not None and sink is not None:
+            failed(sink)
         if error is None:
             self.served += 1
         if error is None and self.idle is not None:
