@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from kvbench.config import ConfigError
+from kvbench.http.chunks import chunk_size, whole_chunk, whole_chunks
 from kvbench.http.faults import StreamFault
 
 MAX_HEAD_BYTES = 64 << 10  # response status line + headers
@@ -32,7 +34,8 @@ class Sink(Protocol):
 
     def on_send(self, now_ns: int) -> None: ...  # just before the request bytes are written
 
-    def on_head(self, status: int, now_ns: int, headers: dict[bytes, bytes]) -> None: ...  # names lowercased
+    # names lowercased; a head repeated on a connection gives the same dict again: read it, do not change it
+    def on_head(self, status: int, now_ns: int, headers: dict[bytes, bytes]) -> None: ...
 
     def on_data(self, data: bytes, now_ns: int) -> None: ...  # the body bytes of one read (de-chunked)
 
@@ -56,6 +59,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # connection_made sets it first
         self.sink: Sink | None = None
         self.fut: asyncio.Future | None = None
+        self.failed: Callable[[Sink], None] | None = None  # told at once when the response fails (see start)
         self.state = _DONE
         self.buf = b""
         self.remaining = 0
@@ -64,12 +68,18 @@ class Connection(asyncio.Protocol):
         self.received = 0  # body bytes of the current response
         self.idle: list[Connection] | None = None  # its pool's idle list: a clean end puts it back at once
         self.served = 0  # responses completed on this connection
+        # the previous response's head bytes and what they gave: status, headers, keep-alive, state, remaining
+        self.last_head: tuple[bytes, int, dict[bytes, bytes], bool, int, int] | None = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
-    def start(self, payload: bytes, sink: Sink, fut: asyncio.Future) -> None:
-        self.sink, self.fut, self.state, self.buf, self.received = sink, fut, _HEAD, b"", 0
+    def start(
+        self, payload: bytes, sink: Sink, fut: asyncio.Future, failed: Callable[[Sink], None] | None = None
+    ) -> None:
+        """Send `payload`; `fut` resolves when the response ends. `failed(sink)`, if given, is also called right
+        when it fails (not on a clean end): a caller that awaits nothing learns it without a callback on `fut`."""
+        self.sink, self.fut, self.failed, self.state, self.buf, self.received = sink, fut, failed, _HEAD, b"", 0
         sink.on_send(time.monotonic_ns())
         self.transport.write(payload)
 
@@ -82,7 +92,7 @@ class Connection(asyncio.Protocol):
         sink = self.sink
         try:
             fault = None
-            body = _whole_chunk(data) if self.state == _SIZE and not self.buf else None
+            body = whole_chunk(data) if self.state == _SIZE and not self.buf else None
             if body is None:
                 body, fault = self._feed(self.buf + data if self.buf else data, now)
             if body:
@@ -104,7 +114,7 @@ class Connection(asyncio.Protocol):
     def abandon(self) -> None:
         """Drop the request in progress (cancelled, timed out): nothing more reaches its sink, and the
         connection, now out of step with the server, is closed."""
-        self.sink = self.fut = None
+        self.sink = self.fut = self.failed = None
         self.keep_alive = False
         self.transport.abort()
 
@@ -128,9 +138,12 @@ class Connection(asyncio.Protocol):
         self._finish((StaleConnection if stale else StreamFault)("reset", f"connection closed {where}{why}"))
 
     def _finish(self, error: Exception | None) -> None:
-        fut, self.sink, self.fut = self.fut, None, None
+        fut, sink, failed = self.fut, self.sink, self.failed
+        self.sink = self.fut = self.failed = None
         if fut is not None and not fut.done():
             fut.set_exception(error) if error is not None else fut.set_result(None)
+        if error is not None and failed is not None and sink is not None:
+            failed(sink)
         if error is None:
             self.served += 1
         if error is None and self.idle is not None:
@@ -160,7 +173,7 @@ class Connection(asyncio.Protocol):
                 buf, pos, n = rest, 0, len(rest)
                 continue
             if self.state == _SIZE:  # several whole chunks in one read (a client that fell behind)
-                end = _whole_chunks(buf, pos, out)
+                end = whole_chunks(buf, pos, out)
                 if end > pos:
                     pos = end
                     continue
@@ -180,7 +193,7 @@ class Connection(asyncio.Protocol):
             i = self._eol(buf, pos)
             if i < 0:
                 return -1
-            size, start = _chunk_size(buf[pos:i]), i + 2
+            size, start = chunk_size(buf[pos:i]), i + 2
             if not size:
                 self.state = _TRAILER
                 return start
@@ -224,25 +237,32 @@ class Connection(asyncio.Protocol):
         return i
 
     def _head(self, buf: bytes, now: int) -> bytes | None:
-        """Status line and headers; returns what follows them (None: incomplete)."""
+        """Status line and headers; returns what follows them (None: incomplete). A head byte for byte the
+        same as this connection's previous one (a server's heads repeat but for a Date header) is not parsed
+        again."""
         i = buf.find(b"\r\n\r\n")
         if i < 0:
             if len(buf) > MAX_HEAD_BYTES:
                 raise StreamFault("protocol", "response headers larger than 64 KiB")
             return None
-        lines = buf[:i].split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise StreamFault("protocol", f"bad HTTP status line {lines[0][:60]!r}")
-        status = int(parts[1])
-        if 100 <= status < 200:
-            return buf[i + 4 :]  # an interim response (100 Continue): the real one follows
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            headers[name.strip().lower()] = value.strip()  # values keep their case: a Location's path needs it
+        head = buf[:i]
+        if self.last_head is not None and self.last_head[0] == head:
+            _, status, headers, self.keep_alive, self.state, self.remaining = self.last_head
+        else:
+            status, headers = _parse_head(head)
+            if 100 <= status < 200:
+                return buf[i + 4 :]  # an interim response (100 Continue): the real one follows
+            self._frame(headers, head.startswith(b"HTTP/1.1 "))
+            self.last_head = head, status, headers, self.keep_alive, self.state, self.remaining
+        sink = self.sink
+        assert sink is not None  # a response is read only for a request in progress
+        sink.on_head(status, now, headers)
+        return buf[i + 4 :]
+
+    def _frame(self, headers: dict[bytes, bytes], http11: bool) -> None:
+        """Keep-alive and the body's framing (chunked, Content-Length or until the close) from the headers."""
         conn = headers.get(b"connection", b"").lower()
-        self.keep_alive = b"close" not in conn and (parts[0] == b"HTTP/1.1" or b"keep-alive" in conn)
+        self.keep_alive = b"close" not in conn and (http11 or b"keep-alive" in conn)
         if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
             self.state = _SIZE
         elif b"content-length" in headers:
@@ -253,10 +273,19 @@ class Connection(asyncio.Protocol):
             self.state = _LENGTH if self.remaining else _DONE
         else:
             self.state, self.keep_alive = _EOF, False
-        sink = self.sink
-        assert sink is not None  # a response is read only for a request in progress
-        sink.on_head(status, now, headers)
-        return buf[i + 4 :]
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[bytes, bytes]]:
+    """The status and the headers (names lowercased; values keep their case: a Location's path needs it)."""
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise StreamFault("protocol", f"bad HTTP status line {lines[0][:60]!r}")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    return int(parts[1]), headers
 
 
 def request_head(url: str, headers: dict[str, str]) -> bytes:
@@ -271,45 +300,3 @@ def request_head(url: str, headers: dict[str, str]) -> bytes:
         merged[name.lower()] = (name, value)
     lines += [f"{name}: {value}" for name, value in merged.values()]
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
-
-
-def _whole_chunks(buf: bytes, pos: int, out: list[bytes]) -> int:
-    """Append the payloads of the complete non-empty chunks from `pos` on (a whole response in one read is ~20)
-    to `out`; returns where they end, and the state machine takes what follows (the last chunk, a partial one,
-    extensions). One loop rather than a call a chunk: this runs for every token chunk the client did not read
-    alone. The same size parsing as `_chunk_size`, without extensions."""
-    find = buf.find
-    while True:
-        i = find(b"\r\n", pos, pos + 10)
-        if i <= pos:
-            return pos
-        try:
-            size = int(buf[pos:i], 16)
-        except ValueError:
-            return pos
-        end = i + 2 + size
-        if size <= 0 or buf[end : end + 2] != b"\r\n":
-            return pos
-        out.append(buf[i + 2 : end])
-        pos = end + 2
-
-
-def _whole_chunk(data: bytes) -> bytes | None:
-    """The payload when `data` is exactly one complete non-empty chunk (a streamed token's usual read), else
-    None and the general state machine takes it; the same size parsing as `_chunk_size`, without extensions."""
-    i = data.find(b"\r\n")
-    if 0 < i <= 8 and data.endswith(b"\r\n"):
-        try:
-            size = int(data[:i], 16)
-        except ValueError:
-            return None
-        if size and i + 4 + size == len(data):
-            return data[i + 2 : -2]
-    return None
-
-
-def _chunk_size(line: bytes) -> int:
-    try:
-        return int(line.split(b";", 1)[0], 16)  # chunk extensions after ';' are ignored
-    except ValueError:
-        raise StreamFault("protocol", f"bad chunk size {line[:40]!r}") from None

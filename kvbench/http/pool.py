@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from kvbench.config import ConfigError
@@ -67,16 +68,19 @@ class Pool:
         self.idle.extend(opened)
         return len(opened)
 
-    def start_idle(self, payload: bytes, sink: Sink) -> tuple[Connection, asyncio.Future] | None:
-        """Write the request now on an idle keep-alive connection, without waiting for the loop (the caller then
-        awaits `request(..., started=...)`); None when there is none to use (or the pool is capped)."""
+    def start_idle(
+        self, payload: bytes, sink: Sink, failed: Callable[[Sink], None] | None = None
+    ) -> tuple[Connection, asyncio.Future] | None:
+        """Write the request now on an idle keep-alive connection, without waiting for the loop (the caller may
+        then await `request(..., started=...)`; `failed`: see Connection.start); None when there is none to use
+        (or the pool is capped)."""
         if self.sem is not None:
             return None
         conn = self._pop_idle()
         if conn is None:
             return None
         fut = asyncio.get_running_loop().create_future()
-        conn.start(payload, sink, fut)
+        conn.start(payload, sink, fut, failed)
         return conn, fut
 
     async def request(

@@ -26,6 +26,7 @@ saw best church ever least power development light thing seemed family interest 
 """.split()
 )
 VOCAB = WORDS[:256]  # one digest byte picks one word
+_shake = hashlib.shake_256
 CACHE_BLOCKS = 8192  # block texts kept; a prefix shared by many requests is built once
 
 
@@ -56,26 +57,28 @@ class PromptBuilder:
         ck = (key, n_words)
         text = self._cache.get(ck)
         if text is None:
-            stream = hashlib.shake_256(f"{self.salt}/{key}".encode()).digest(n_words)
-            text = " ".join([VOCAB[i] for i in stream]) + "\n"
+            text = " ".join([VOCAB[i] for i in _shake(f"{self.salt}/{key}".encode()).digest(n_words)]) + "\n"
             if shared:
-                if len(self._cache) >= CACHE_BLOCKS:
-                    self._cache.popitem(last=False)  # the oldest; O(1), unlike deleting next(iter(dict))
-                self._cache[ck] = text
+                cache = self._cache
+                if len(cache) >= CACHE_BLOCKS:
+                    cache.popitem(last=False)  # the oldest; O(1), unlike deleting next(iter(dict))
+                cache[ck] = text
         return text
 
     def text(self, req: Request) -> str:
         if req.prompt is not None:
             return req.prompt
-        bt = req.block_tokens
-        n_blocks = max(1, -(-req.input_tokens // bt))
-        keys = [str(h) for h in req.hash_ids[:n_blocks]]
-        n_shared = len(keys)
-        keys += [f"r{req.req_id}.{i}" for i in range(n_shared, n_blocks)]
+        bt, n_in, ids, block = req.block_tokens, req.input_tokens, req.hash_ids, self.block
+        n_blocks = -(-n_in // bt) if n_in > bt else 1
+        last = n_in - bt * (n_blocks - 1)  # tokens of the last block, which may be partial
+        last_words = self.words_for(last)
+        if n_blocks == 1:  # the common short prompt: no list of parts
+            return block(str(ids[0]), last_words) if ids else block(f"r{req.req_id}.0", last_words, False)
         full = self.words_for(bt)
-        parts = [self.block(k, full, i < n_shared) for i, k in enumerate(keys[:-1])]
-        last = req.input_tokens - bt * (n_blocks - 1)
-        parts.append(self.block(keys[-1], full if last == bt else self.words_for(last), n_blocks <= n_shared))
+        parts = [block(str(h), full) for h in ids[: n_blocks - 1]]  # shared blocks (trace hash ids)
+        parts += [block(f"r{req.req_id}.{i}", full, False) for i in range(len(parts), n_blocks - 1)]
+        k = n_blocks - 1
+        parts.append(block(str(ids[k]), last_words) if k < len(ids) else block(f"r{req.req_id}.{k}", last_words, False))
         return "".join(parts)
 
     def messages(self, req: Request) -> list[dict[str, str]]:

@@ -39,14 +39,17 @@ class SSEParser:
             raise self.error
         if (
             chunk[:6] == b"data: "
-            and chunk.find(b"\n", 6) == len(chunk) - 2
-            and chunk[-1:] == b"\n"
+            and chunk[-2:] == b"\n\n"
             and self._data is None
             and not self._pieces
             and not self._cr
             and b"\r" not in chunk
         ):
-            return [chunk[6:-2]]  # exactly one whole one-line event (a streamed token's usual read)
+            # Whole one-line `data: ` events only (a streamed token's usual read, or a response's tail): each
+            # event brings exactly the two LFs that end it, so no other line end is there to look at.
+            joints = chunk.count(b"\n\ndata: ")
+            if chunk.count(b"\n") == 2 * joints + 2:
+                return chunk[6:-2].split(b"\n\ndata: ") if joints else [chunk[6:-2]]
         if self._cr:
             chunk = b"\r" + chunk
             self._cr = False

@@ -43,7 +43,9 @@ class Response:
         "done_cb",
         "notes",
         "tpl",
+        "event_tpl",
         "fast",
+        "hint",
         "emit_chunk",
         "connect_ns",
     )
@@ -60,6 +62,7 @@ class Response:
         done_cb=None,
         notes: list[str] | None = None,
         emit_chunk=None,
+        hint: tuple[bytes, bytes, int, int] | None = None,
     ):
         self.emit, self.rid, self.t0_ns, self.chat, self.send_event = emit, rid, t0_ns, chat, send_event
         # CHUNK events as (t_ns, req_id, tokens), straight into the log (EventLog.emit_chunk); else through emit
@@ -83,7 +86,10 @@ class Response:
         self.end_ns = 0  # t_ns when the last bytes arrived
         self.ended = False  # the terminal event was emitted from on_done
         self.tpl: tuple[bytes, bytes, int, int] | None = None  # bytes around a plain chunk's text, their lengths
-        self.fast: tuple[bytes, bytes, int, int] | None = None  # tpl as one whole SSE event, while the parser is idle
+        self.event_tpl: tuple[bytes, bytes, int, int] | None = None  # tpl as one whole SSE event
+        self.fast: tuple[bytes, bytes, int, int] | None = None  # event_tpl while the parser is idle, else None
+        # a tpl learnt by an earlier response of the run, tried on the chunks met before this one learns its own
+        self.hint = hint
         self.connect_ns = -1  # time spent opening a new connection for this attempt; -1: a kept-alive one
 
     def on_connect(self, connect_ns: int) -> None:
@@ -97,7 +103,7 @@ class Response:
         if self.send_event:
             self.send_event = False
             connect = None if self.connect_ns < 0 else f"connect_ns={self.connect_ns}"
-            self.emit(Event(self.start_ns, self.rid, SEND, detail=connect))
+            self.emit((self.start_ns, self.rid, SEND, None, None, None, None, None, connect))  # type: ignore[arg-type]
 
     def on_reconnect(self, why: str) -> None:
         self.notes.append(f"reconnected after a stale keep-alive connection ({why})")
@@ -182,16 +188,19 @@ class Response:
                 self.done = True
             elif self.tpl is not None and _fits(payload, self.tpl):
                 self.tokens += 1
+            elif self.tpl is None and self.hint is not None and _fits(payload, self.hint):
+                self._adopt(self.hint)  # the same shape as an earlier response's chunks: counts 1, not parsed
+                self.tokens += 1
             elif payload:
                 self.tokens += self._tokens_in(orjson.loads(payload), payload)
         if self.sse.error is not None:
             raise self.sse.error
         # the fast path may take the next read only when it is a whole event on its own: nothing half-read before it
-        self.fast = (
-            None
-            if self.tpl is None or not self.sse.idle()
-            else (b"data: " + self.tpl[0], self.tpl[1] + b"\n\n", self.tpl[2] + 6, self.tpl[3] + 2)
-        )
+        self.fast = self.event_tpl if self.sse.idle() else None
+
+    def _adopt(self, tpl: tuple[bytes, bytes, int, int]) -> None:
+        pre, suf, start, tail = self.tpl = tpl
+        self.event_tpl = (b"data: " + pre, suf + b"\n\n", start + 6, tail + 2)
 
     def _learn(self, payload: bytes, key: bytes, text: object) -> None:
         """Remember the bytes around `text` in a parsed chunk that counted exactly 1 (no usage, no finish
@@ -203,7 +212,7 @@ class Response:
         j = payload.find(b'"', i)
         if j > i and payload[i:j].strip() == b":" and payload[j + 1 : j + 2 + len(enc)] == enc + b'"':
             suf = payload[j + 1 + len(enc) :]
-            self.tpl = payload[: j + 1], suf, j + 1, len(suf)
+            self._adopt((payload[: j + 1], suf, j + 1, len(suf)))
 
     def _tokens_in(self, obj: object, payload: bytes = b"") -> int:
         """1 per chunk with text, unless the chunk's usage counts them (vLLM continuous usage stats)."""
@@ -248,19 +257,25 @@ def _fits(data: bytes, shape: tuple[bytes, bytes, int, int]) -> bool:
 
 def _plain_prefix(data: bytes, fast: tuple[bytes, bytes, int, int]) -> tuple[int, int]:
     """How many whole `data: <learnt plain chunk>\n\n` events `data` starts with, and where they end; the rest
-    is parsed. The suffix found after an event's text ends it exactly: it starts with the quote that closes the
-    text (a plain text has none) and ends with the blank line (the prefix has no line end)."""
+    is parsed. Split at every `suffix + prefix` (one C call for the run, not a step an event): each piece but
+    the last is the text of an event that ends with the suffix and is followed by another event's prefix, so the
+    leading pieces that are plain and non-empty are learnt events exactly. The next piece is one more when it
+    starts with a plain text and the suffix (a plain text has no quote: the first one after it is the suffix's),
+    an event followed by something else."""
     if _fits(data, fast):
         return 1, len(data)
-    pre, suf, start, _ = fast
-    n = pos = 0
-    size = len(data)
-    while pos < size and data.startswith(pre, pos):
-        end = data.find(suf, pos + start)
-        if end <= pos + start or _PLAIN(data, pos + start, end) is None:
-            break
-        n, pos = n + 1, end + len(suf)
-    return n, pos
+    pre, suf, start, tail = fast
+    if not data.startswith(pre):
+        return 0, 0
+    texts = data[start:].split(suf + pre)
+    n = len(texts) - 1
+    if not all(texts[:n]) or _PLAIN(b"".join(texts[:n])) is None:  # an empty or escaped text: those before it
+        n = next(i for i, text in enumerate(texts) if not text or _PLAIN(text) is None)
+    end = n * (start + tail) + sum(map(len, texts[:n]))
+    j = texts[n].find(suf)
+    if j > 0 and _PLAIN(texts[n], 0, j) is not None:
+        return n + 1, end + start + j + tail
+    return n, end
 
 
 def terminal(resp: Response, req: Request, fault: tuple[str, str] | None, notes: list[str], now: int) -> Event:

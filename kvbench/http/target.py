@@ -85,9 +85,11 @@ class OpenAITarget:
         self._stopping = False
         self._crash: BaseException | None = None
         self._watched: dict[asyncio.Task, Response] = {}  # attempts the read-timeout watchdog looks at
-        self._direct: dict[Response, Connection] = {}  # attempts written on a kept-alive connection, no task yet
+        # attempts written on a kept-alive connection, no task yet: (request, payload, (connection, future))
+        self._direct: dict[Response, tuple[Request, bytes, tuple[Connection, asyncio.Future]]] = {}
         self._later: list[tuple[Request, bytes, Response]] = []  # refills to write after this iteration's reads
         self._ready: tuple[int, bytes | None] | None = None  # (heap seq, payload) of the next timed release
+        self._shape: tuple[bytes, bytes, int, int] | None = None  # the plain chunk shape a response last learnt
 
     # -- scheduling -------------------------------------------------------------------------------------------
 
@@ -112,7 +114,8 @@ class OpenAITarget:
         which halved throughput against a fast server (tests/bench)."""
         self._inflight[req.req_id] = req
         t0, rid = self.ctx.t0_ns, req.req_id
-        self._emit(Event(at_ns, rid, ARRIVE, None, req.input_tokens))
+        # plain 9-tuples in Event's field order on the hot path, as stream.Response does: cheaper than Event(...)
+        self._emit((at_ns, rid, ARRIVE, None, req.input_tokens, None, None, None, None))  # type: ignore[arg-type]
         try:
             payload = self.payload(req) if payload is None else payload
         except Exception as e:  # a bug in building the request must not end the run
@@ -142,28 +145,28 @@ class OpenAITarget:
 
     def _launch(self, req: Request, payload: bytes, resp: Response) -> None:
         """Write now on an idle connection if there is one: a clean end is then handled inside data_received
-        (_completed) and needs no task, which saves ~10 us a request; a task takes over only when something
-        went wrong (see _direct_done). Without an idle connection a task connects, writes and reads."""
-        started = self._pool.start_idle(payload, resp)
+        (_completed) and needs no task, which saves ~10 us a request, nor a callback on its future; a task takes
+        over only when something went wrong (see _direct_failed). Without an idle connection a task connects,
+        writes and reads."""
+        started = self._pool.start_idle(payload, resp, self._direct_failed)  # type: ignore[arg-type]
         if started is None:
             return self._spawn(req, payload, resp, None)
-        self._direct[resp] = started[0]
-        started[1].add_done_callback(lambda _: self._direct_done(req, payload, resp, started))
+        self._direct[resp] = (req, payload, started)
 
     def _spawn(self, req: Request, payload: bytes, resp: Response, started) -> None:
         task = self._loop.create_task(self._request(req, payload, resp, started))
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def _direct_done(self, req: Request, payload: bytes, resp: Response, started) -> None:
-        """A task-less attempt's response ended: nothing to do after a clean end (FINISH is out); any other end
-        (fault, stale connection, timeout, no [DONE]) goes to a task that classifies, retries or resends it
-        exactly as for an attempt it made itself."""
-        self._direct.pop(resp, None)
-        if resp.ended or self._stopping:
+    def _direct_failed(self, resp: Response) -> None:
+        """A task-less attempt ended other than in success (fault, stale connection, timeout, no [DONE], an
+        HTTP error): a task classifies, retries or resends it exactly as for an attempt it made itself; its
+        future already holds the outcome. Called by the connection, by _completed and by the watchdog."""
+        entry = self._direct.pop(resp, None)
+        if entry is None or resp.ended or self._stopping:
             return  # interrupted: _cancel_rest ends it
         try:
-            self._spawn(req, payload, resp, started)
+            self._spawn(entry[0], entry[1], resp, entry[2])
         except Exception as e:  # the loop must not swallow it: stop the run
             if self._crash is None:
                 self._crash = e
@@ -181,6 +184,7 @@ class OpenAITarget:
             self._completed,
             notes,
             self.ctx.log.emit_chunk,
+            self._shape,
         )
 
     def _completed(self, resp: Response) -> None:
@@ -188,11 +192,15 @@ class OpenAITarget:
         arrival of the last bytes, and whatever the replayer releases on FINISH is written right away."""
         req = self._inflight.get(resp.rid)
         if req is None or not resp.complete():
-            return  # not a success: the request's task classifies it
+            self._direct_failed(resp)  # not a success: the request's task (made now if it had none) classifies it
+            return
+        self._direct.pop(resp, None)
+        if resp.tpl is not None:
+            self._shape = resp.tpl  # the next responses try it first (see stream.Response.hint)
         try:
             resp.ended = True
             if resp.tokens:
-                self._emit(Event(resp.last_ns, resp.rid, LAST_TOKEN, None, resp.tokens))
+                self._emit((resp.last_ns, resp.rid, LAST_TOKEN, None, resp.tokens, None, None, None, None))  # type: ignore[arg-type]
             self._terminal(terminal(resp, req, None, resp.notes, resp.end_ns))
         except Exception as e:  # e.g. the event log cannot write: stop the run (the loop must not see it)
             if self._crash is None:
@@ -280,7 +288,7 @@ class OpenAITarget:
                 await self._dispatch()
         except asyncio.CancelledError:
             self._stopping = True
-            for conn in self._direct.values():
+            for _, _, (conn, _) in self._direct.values():
                 conn.abandon()
             for t in list(self._tasks):
                 t.cancel()
@@ -394,11 +402,12 @@ class OpenAITarget:
             for task, resp in list(self._watched.items()):
                 if self._overdue(resp, now, grace):
                     task.cancel()
-            for resp, conn in list(self._direct.items()):
+            for resp, (_, _, (conn, _)) in list(self._direct.items()):
                 fut = conn.fut
                 if conn.sink is resp and fut is not None and self._overdue(resp, now, grace) and resp.timed_out:
                     conn.abandon()
                     fut.set_exception(StreamFault(*resp.timed_out))
+                    self._direct_failed(resp)
 
     def _overdue(self, resp: Response, now: int, grace: int) -> bool:
         req = self._inflight.get(resp.rid)

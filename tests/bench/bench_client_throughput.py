@@ -1,7 +1,7 @@
 """Benchmark: client throughput measured from outside, kvbench vs a bare aiohttp client, by server-side counts.
 
     python tests/bench/bench_client_throughput.py [--reps 3] [--requests 20000] [--tokens 16] [--concurrency 64]
-        [--base DIR] [--cold]
+        [--base DIR] [--cold] [--together]
 
 Each client runs as its own process against a loopback mock server in another (tests/bench/loopback.py) and
 sends `--requests` streamed requests of `--tokens` tokens, `--concurrency` in flight. The server counts the
@@ -23,11 +23,18 @@ machine of this kind (2.6 M events/s: rate x 2.6e6 / unit). The children read co
 run of each client first), as in bench_first_request.py; `--cold` keeps the environment as given. On this
 2-core machine the server and the client each want a core, so other jobs' load moves the rates by up to 2x from
 one run to the next: more requests a run (default 20,000: a few seconds each) average over it.
+
+`--together` runs the clients at the same time instead, each against a server process of its own, and counts
+each server's completed responses over the window in which all of them were running (from the latest first
+request to the earliest last response): every client then sees the same load at every instant, so the ratio
+holds on a busy machine, where runs in turn see different loads. The clients (and their servers) then share the
+cores with each other as well: each gets a like share, and the one that needs less CPU a request does more.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import resource
@@ -89,15 +96,40 @@ def run_client(argv: list[str], srv: ServerProcess, n: int, env: dict[str, str])
     return st["done"] / (st["span_ns"] / 1e9), after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def clients(srv: ServerProcess, api: str, a, tmp: Path, n: int) -> dict[str, list[str]]:
+def run_together(argvs: dict[str, list[str]], servers: dict[str, ServerProcess], env: dict[str, dict[str, str]]):
+    """All clients at once, each against its own server: each one's requests/s over the window in which all were
+    running, and the load average at the end."""
+    for srv in servers.values():
+        srv.stats()  # reset
+    procs = {name: subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=env[name]) for name, argv in argvs.items()}
+    for name, proc in procs.items():
+        assert proc.wait() == 0, (name, argvs[name])
+    stats = {name: servers[name].stats() for name in argvs}
+    lo = max(st["first_ns"] for st in stats.values())
+    hi = min(st["ends_ns"][-1] for st in stats.values())
+    assert hi > lo, "the clients did not overlap: more requests (--requests)"
+    rates = {}
+    for name, st in stats.items():
+        ends = st["ends_ns"]  # in order: each server appends as it writes
+        rates[name] = (bisect.bisect_right(ends, hi) - bisect.bisect_left(ends, lo)) / ((hi - lo) / 1e9)
+    return rates, os.getloadavg()[0]
+
+
+def clients(srv: ServerProcess | dict[str, ServerProcess], api: str, a, tmp: Path, n: int) -> dict[str, list[str]]:
+    """Each client's command line; `srv` one server for all, or one server each (by client name)."""
+    url = (lambda name: srv[name].url) if isinstance(srv, dict) else (lambda name: srv.url)
     kvbench = str(Path(sys.executable).parent / "kvbench")
     sets = ["--set", "model=bench", "--set", "word_tokens=1.0", "--set", f"api={api}", "--set", "lag_warn_ms=1e9"]
-    replay = [kvbench, "replay", "--trace", str(trace(tmp, n, a.tokens)), "--target", srv.url, *sets]
-    replay += ["-c", str(a.concurrency), "-q", "--out"]
-    out = {"kvbench": replay + [str(tmp / f"run{time.monotonic_ns()}")]}
+    path = str(trace(tmp, n, a.tokens))
+
+    def replay(name: str) -> list[str]:
+        run = ["-c", str(a.concurrency), "-q", "--out", str(tmp / f"{name}{time.monotonic_ns()}")]
+        return [kvbench, "replay", "--trace", path, "--target", url(name), *sets, *run]
+
+    out = {"kvbench": replay("kvbench")}
     if a.base:
-        out["base"] = replay + [str(tmp / f"base{time.monotonic_ns()}")]
-    out["bare"] = [sys.executable, "-c", BARE, srv.url, api, str(n), str(a.concurrency), str(a.tokens)]
+        out["base"] = replay("base")
+    out["bare"] = [sys.executable, "-c", BARE, url("bare"), api, str(n), str(a.concurrency), str(a.tokens)]
     return out
 
 
@@ -131,6 +163,26 @@ def measure(split: bool, a, tmp: Path) -> dict[str, dict[str, list[Result]]]:
     return out
 
 
+def measure_together(split: bool, a, tmp: Path) -> dict[str, dict[str, list[Result]]]:
+    """--together: per API and client, per repetition, requests/s over the common window (no CPU figure: 0)."""
+    out: dict[str, dict[str, list[Result]]] = {}
+    env = envs(a, tmp)
+    names = ["kvbench", "base", "bare"] if a.base else ["kvbench", "bare"]
+    servers = {name: ServerProcess(split=split) for name in names}
+    try:
+        for name, argv in clients(servers, "chat", a, tmp, 100).items():  # untimed: writes the bytecode
+            run_client(argv, servers[name], 100, env[name])
+        for _ in range(a.reps):
+            for api in ("completions", "chat"):
+                rates, load = run_together(clients(servers, api, a, tmp, a.requests), servers, env)
+                for name, rate in rates.items():
+                    out.setdefault(api, {}).setdefault(name, []).append((rate, 0.0, load))
+    finally:
+        for srv in servers.values():
+            srv.__exit__()
+    return out
+
+
 def row(mode: str, api: str, by_client: dict[str, list[Result]], unit: float) -> str:
     med = statistics.median
     rate = {name: med(r for r, _, _ in got) for name, got in by_client.items()}
@@ -153,16 +205,19 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--base", help="another checkout's directory (holding kvbench/), run in turn with this one")
     ap.add_argument("--cold", action="store_true", help="no bytecode cache (the environment as given)")
+    ap.add_argument("--together", action="store_true", help="the clients at once, each with its own server")
     a = ap.parse_args()
+    run = measure_together if a.together else measure
     with tempfile.TemporaryDirectory() as d:
         units = [speed_unit()]
-        results = {mode: measure(mode == "split", a, Path(d)) for mode in ("whole", "split")}
+        results = {mode: run(mode == "split", a, Path(d)) for mode in ("whole", "split")}
         units.append(speed_unit())
     unit = statistics.median(units)
     print(
         f"speed unit {unit / 1e6:.2f} M events/s (before/after {units[0] / 1e6:.2f} / {units[1] / 1e6:.2f}); "
         f"{a.requests} requests x {a.tokens} tokens, concurrency {a.concurrency}; requests/s at the server, medians "
         f"of {a.reps} (normalised to 2.6 M events/s) [runs], steady client CPU a request; ratio = kvbench / bare"
+        + ("; clients run together (no CPU figure)" if a.together else "")
     )
     for mode, by_api in results.items():
         for api, by_client in by_api.items():

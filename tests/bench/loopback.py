@@ -10,7 +10,9 @@ socket at its exact deadline (it sleeps, timer slack 1 us, until 200 us before i
 loop's ms-grained timers nor spinning on the loop delay other connections; with an ITL, one write per token.
 `GET /stats` returns what the server saw since the last call and resets it: the wall-clock time of the first
 request (`first_unix`), completed responses (`done`), the monotonic span from the first request's arrival to the
-last response's write (`span_ns`), and the timer's lateness p50/p90.
+last response's write (`span_ns`), the timer's lateness p50/p90, and the monotonic times of the first request's
+arrival (`first_ns`) and of each response's last write (`ends_ns`: CLOCK_MONOTONIC is one clock for every
+process, so two servers' counts can be taken over the same window).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class _Stats:
     def __init__(self) -> None:
         self.first_unix, self.first_ns, self.last_ns, self.done = 0.0, 0, 0, 0
         self.late_ns: list[int] = []
+        self.ends_ns: list[int] = []  # monotonic time of each response's last write (one clock for all processes)
 
     def arrived(self, now_ns: int) -> None:
         if not self.first_ns:
@@ -64,6 +67,7 @@ class _Stats:
     def written(self) -> None:
         self.done += 1
         self.last_ns = time.monotonic_ns()
+        self.ends_ns.append(self.last_ns)
 
     def take(self) -> bytes:
         late = sorted(self.late_ns) or [0]
@@ -73,6 +77,8 @@ class _Stats:
             "span_ns": max(0, self.last_ns - self.first_ns),
             "late_p50_ns": late[len(late) // 2],
             "late_p90_ns": late[len(late) * 9 // 10],
+            "first_ns": self.first_ns,
+            "ends_ns": self.ends_ns,
         }
         self.__init__()  # type: ignore[misc]
         return json.dumps(out).encode()

@@ -142,6 +142,30 @@ def test_a_whole_chunk_without_its_crlf_is_protocol_alone_or_among_others():
         assert fut.exception().cls == "protocol" and "not followed by CRLF" in str(fut.exception())
 
 
+def test_a_head_repeated_on_a_connection_reads_as_the_first_and_a_changed_one_is_parsed():
+    loop = asyncio.new_event_loop()
+    try:
+        conn = Connection()
+        conn.connection_made(Wire())
+        close = HEAD_200.replace(b"Content-Type", b"Connection: close\r\nContent-Type")
+        length = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 4\r\n\r\nbusy"
+        seen = []
+        for resp in (PLAIN, PLAIN, length, length, close + chunked(BODY)):
+            sink, fut = Recorder(), loop.create_future()
+            conn.start(b"POST / HTTP/1.1\r\n\r\n", sink, fut)
+            conn.data_received(resp)
+            seen.append((sink.status, sink.data, sink.headers, conn.keep_alive, fut.exception()))
+    finally:
+        loop.close()
+    assert (
+        seen[0]
+        == seen[1]
+        == (200, BODY, {b"content-type": b"text/event-stream", b"transfer-encoding": b"chunked"}, True, None)
+    )
+    assert seen[2] == seen[3] == (429, b"busy", {b"content-length": b"4"}, True, None)
+    assert seen[4][:2] == (200, BODY) and seen[4][3] is False
+
+
 def test_content_length_body_and_connection_close():
     resp = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy!"
     conn, sink, fut = feed(resp, [3, 40])

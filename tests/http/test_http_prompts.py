@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import random
 import subprocess
 import sys
 
@@ -9,7 +11,7 @@ from support.faultserver import FaultServer
 
 from kvbench.http.probe import calibrate_word_tokens, count_tokenize, count_usage, prepare
 from kvbench.http.profile import load_profile
-from kvbench.http.prompts import PromptBuilder
+from kvbench.http.prompts import VOCAB, PromptBuilder
 from kvbench.records import Request
 
 
@@ -82,3 +84,26 @@ def test_only_shared_blocks_are_cached_and_the_cache_is_bounded(monkeypatch):
     b.text(req(10, 16, (4,)))  # a 4th shared block evicts the oldest, block 1
     assert list(b._cache) == [("2", 16), ("3", 8), ("4", 16)]
     assert b.text(req(11, 40, (1, 2, 3))) == b.text(req(9, 40, (1, 2, 3)))  # rebuilt from the hash: same text
+
+
+def reference_text(salt: str, word_tokens: float, r: Request) -> str:
+    """The docstring's definition, block by block: word i of block `key` = VOCAB[byte i of SHAKE-256(salt/key)]."""
+    n_blocks = max(1, -(-r.input_tokens // r.block_tokens))
+    out = []
+    for b in range(n_blocks):
+        key = str(r.hash_ids[b]) if b < len(r.hash_ids) else f"r{r.req_id}.{b}"
+        tokens = r.block_tokens if b < n_blocks - 1 else r.input_tokens - r.block_tokens * (n_blocks - 1)
+        words = max(1, round(tokens / word_tokens))
+        out.append(" ".join(VOCAB[x] for x in hashlib.shake_256(f"{salt}/{key}".encode()).digest(words)) + "\n")
+    return "".join(out)
+
+
+def test_text_is_the_definition_for_any_length_block_size_and_ids():
+    rnd = random.Random(5)
+    for word_tokens in (1.0, 1.3, 0.7):
+        b = PromptBuilder("s", word_tokens)
+        for i in range(400):
+            n_in, bt = rnd.randint(1, 1500), rnd.choice([1, 16, 64, 512])
+            ids = tuple(rnd.randint(0, 30) for _ in range(rnd.randint(0, min(60, -(-n_in // bt)))))
+            r = Request(i, 0, n_in, 4, ids, bt)
+            assert b.text(r) == reference_text("s", word_tokens, r), r

@@ -102,3 +102,20 @@ def test_the_limit_applies_to_an_event_of_many_short_lines():
     assert str(p.error) == "event larger than 1024 bytes"
     with pytest.raises(SSEError, match="larger than 1024"):
         p.close()
+
+
+VALUE = st.lists(st.sampled_from([b"a", b" ", b"data: ", b":", b"{}", b"\n"]), max_size=8).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(VALUE, min_size=1, max_size=12), st.lists(st.integers(0, 12), max_size=5))
+def test_reads_of_whole_events_give_each_data_line_event_once(values, cuts):
+    # Reads that hold whole events only (a response's tail, a client that fell behind) are split in one step
+    # when every event is one `data: ` line; a value with a LF is two data lines, read line by line: the same
+    # events either way (a data line's LF joins them).
+    events = [b"data: " + v.replace(b"\n", b"\ndata: ") + b"\n\n" for v in values]
+    bounds = sorted({0, len(events), *(c % (len(events) + 1) for c in cuts)})
+    p, out = SSEParser(), []
+    for a, b in zip(bounds, bounds[1:]):
+        out += p.feed(b"".join(events[a:b]))
+    assert out + p.close() == values

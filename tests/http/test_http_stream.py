@@ -9,13 +9,13 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbench.http.stream import Response, _fits, terminal
+from kvbench.http.stream import Response, _fits, _plain_prefix, terminal
 from kvbench.records import Request
 
 
-def feed(chat: bool, payloads: list[bytes]) -> tuple[Response, list[tuple]]:
+def feed(chat: bool, payloads: list[bytes], hint=None) -> tuple[Response, list[tuple]]:
     events: list[tuple] = []
-    r = Response(events.append, 7, 0, chat, 1 << 20, 0, send_event=False)
+    r = Response(events.append, 7, 0, chat, 1 << 20, 0, send_event=False, hint=hint)
     r.on_head(200, 10, {})
     for i, p in enumerate(payloads):  # one SSE event per read, as a server streaming token by token sends them
         r.on_data(b"data: " + p + b"\n\n", 100 + i)
@@ -85,6 +85,19 @@ def test_counts_match_a_full_parse_of_every_chunk(items, chat, spaced):
     r, _ = feed(chat, payloads)
     # the reference: parse every chunk; a chunk counts 1 when its text is non-empty
     assert r.tokens == sum(1 for text, _ in items if text)
+    # the same with the shape an earlier response learnt (created 1) tried first
+    hint = feed(chat, [chunk(chat, " z", spaced=spaced)])[0].tpl
+    assert hint is not None and feed(chat, payloads, hint)[0].tokens == r.tokens
+
+
+def test_a_shape_an_earlier_response_learnt_counts_the_next_ones_first_chunk_unparsed():
+    hint = feed(True, [chunk(True, " a")])[0].tpl
+    role = orjson.dumps({"id": "cmpl-1", "created": 1, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+    r, events = feed(True, [role, chunk(True, " b"), chunk(True, " c")], hint)
+    assert r.tpl is hint and r.tokens == 2 and [(e[0], e[4]) for e in events] == [(101, 1), (102, 1)]
+    other = [chunk(True, t).replace(b"cmpl-1", b"cmpl-2") for t in (" b", " c")]  # another id: parsed, learnt
+    r, _ = feed(True, other, hint)
+    assert r.tpl is not hint and r.tpl[0].startswith(b'{"id":"cmpl-2"') and r.tokens == 2
 
 
 def test_bytes_that_close_the_text_string_are_parsed_not_counted():
@@ -262,3 +275,26 @@ def test_a_whole_response_in_one_read_learns_from_its_first_token_chunk():
         == reference([payloads[:2], payloads[2:4], payloads[4:]])
         == [(100, 1), (101, 2), (102, 1)]
     )
+
+
+def reference_prefix(data: bytes, fast: tuple[bytes, bytes, int, int]) -> tuple[int, int]:
+    """Event by event: how many whole learnt events `data` starts with (each checked alone), and their end."""
+    n = pos = 0
+    while True:
+        end = data.find(b"\n\n", pos) + 2  # a learnt event holds no LF but its last two bytes
+        if end < 2 or not _fits(data[pos:end], fast):
+            return n, pos
+        n, pos = n + 1, end
+
+
+TEXT = st.lists(st.sampled_from(["a", " ", '"', "\\", "é", "\n", '","x":"', "}]}"]), max_size=4).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(TEXT, st.just(None)), min_size=1, max_size=10), st.booleans())
+def test_learnt_events_at_the_start_of_a_read_are_counted_as_one_by_one(texts, chat):
+    # texts with quotes, escapes, LFs, non-ASCII or pieces of the suffix are not plain; None is a finish chunk
+    r, _ = feed(chat, [chunk(chat, " w")])
+    events = [b"data: " + chunk(chat, t, None if t is not None else "stop") + b"\n\n" for t in texts]
+    data = b"".join(events)
+    assert _plain_prefix(data, r.fast) == reference_prefix(data, r.fast)
