@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import chain
+
+import numpy as np
+
 BITMAP_IDS = 1 << 28  # ids below this live in a bitmap (at most 32 MiB; Mooncake ids are dense from 0)
 SET_CAP = 2_000_000  # sparse ids (content hashes) go to a set; past this many, tracking stops (NULL reuse)
 
@@ -39,6 +44,37 @@ class SeenBlocks:
             self.add(ids[hit:])
         return hit
 
+    def observe_many(self, chains: Sequence[tuple[int, ...]], observed: Sequence[bool]) -> list[int | None]:
+        """For each chain in turn, as one call each would: observe() it where `observed` says so (its leading hits,
+        or None once tracking has stopped, without adding it), else add() it (None). A batch of dense ids goes in a
+        few numpy passes, ~10x fewer instructions than chain by chain; any other batch goes chain by chain."""
+        lengths = np.fromiter(map(len, chains), np.int64, len(chains))
+        flat = np.fromiter(chain.from_iterable(chains), np.int64, int(lengths.sum()))
+        if not self.enabled or (flat.size and (flat.min() < 0 or flat.max() >= BITMAP_IDS)):
+            return [self._one(ids, counted) for ids, counted in zip(chains, observed)]
+        hits = _leading_hits(self._mark(flat), flat, lengths).tolist()
+        return [hit if counted else None for hit, counted in zip(hits, observed)]
+
+    def _one(self, ids: tuple[int, ...], observed: bool) -> int | None:
+        if not observed:
+            self.add(ids)
+            return None
+        return self.observe(ids) if self.enabled else None
+
+    def _mark(self, flat: np.ndarray) -> np.ndarray:
+        """Where each of these dense ids (a batch of chains, flattened) was already seen; then sets them all."""
+        if not flat.size:
+            return np.zeros(0, bool)
+        need = (int(flat.max()) >> 3) + 1
+        if need > len(self.bits):
+            self.bits.extend(bytes(max(need - len(self.bits), len(self.bits) // 2)))  # as add() grows it
+        bits = np.frombuffer(self.bits, np.uint8)  # a view: released before the bytearray may grow again
+        byte, bit = flat >> 3, (1 << (flat & 7)).astype(np.uint8)
+        before = (bits[byte] & bit) != 0
+        np.bitwise_or.at(bits, byte, bit)
+        del bits
+        return before
+
     def add(self, ids: tuple[int, ...]) -> None:
         if not ids:
             return
@@ -60,3 +96,15 @@ class SeenBlocks:
         if len(self.sparse) > SET_CAP:
             self.enabled = False
             self.sparse = set()
+
+
+def _leading_hits(before: np.ndarray, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Leading hits of each chain of a batch observed in turn: an id is a hit if it was seen before the batch
+    (`before`) or first appears in an earlier chain of it; a chain's hits end at its first miss."""
+    owner = np.repeat(np.arange(len(lengths)), lengths)  # the chain each position belongs to
+    _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    hit = before | (owner[first[inverse.ravel()]] < owner)
+    starts = np.cumsum(lengths) - lengths
+    misses = np.append(np.flatnonzero(~hit), flat.size)
+    first_miss = misses[np.searchsorted(misses, starts)]
+    return np.minimum(first_miss, starts + lengths) - starts
