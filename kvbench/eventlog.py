@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import operator
 import os
 import time
 from collections.abc import Iterable
@@ -70,6 +71,8 @@ SERVER_METRICS = pa.schema(
 )
 TABLES = {"events": EVENTS, "requests": REQUESTS, "steps": STEPS, "server_metrics": SERVER_METRICS}
 
+# A request's fields in REQUESTS' order, up to block_tokens (the row then has n_blocks, trace reuse, workload)
+_STATIC = operator.itemgetter(0, 6, 7, 1, 2, 3, 9, 5)
 FLUSH_ROWS = 65_536  # rows per part at most: bounds a buffer's memory in a fast (simulated) run (~15 MB)
 FLUSH_NS = 1_000_000_000  # a real-time buffer is written once it is this old: a SIGKILL loses at most ~1 s of it
 CHECK_ROWS = 4096  # EventLog.check looks at the buffers' age and size once per this many new events
@@ -273,6 +276,12 @@ class EventLog:
                 trace_reuse_tokens,
                 req.workload,
             )
+        )
+
+    def write_requests(self, reqs: Iterable[Request], trace_reuse_tokens: Iterable[int | None]) -> None:
+        """write_request of each request with its trace-implied reuse, in one pass (the replayer's batches)."""
+        self.requests.rows.extend(
+            (*_STATIC(r), len(r.hash_ids), reuse, r.workload) for r, reuse in zip(reqs, trace_reuse_tokens)
         )
 
     def table(self, name: str) -> PartWriter:

@@ -281,9 +281,9 @@ class Replayer:
         request at a time; the rows stay in release order."""
         batch, self._unwritten = self._unwritten, []
         hits = self.seen.observe_many([req.hash_ids for req, _ in batch], [ours for _, ours in batch])
-        for (req, ours), hit in zip(batch, hits):
-            if ours:
-                self.log.write_request(req, None if hit is None else min(hit * req.block_tokens, req.input_tokens))
+        ours = [(req, hit) for (req, mine), hit in zip(batch, hits) if mine]
+        reuse = (None if hit is None else min(hit * req.block_tokens, req.input_tokens) for req, hit in ours)
+        self.log.write_requests([req for req, _ in ours], reuse)
 
     def _report(self, force: bool = False) -> None:
         if self.progress is None or (self._stopping and not force):  # while stopping, the final report only

@@ -289,3 +289,15 @@ def test_writing_a_log_does_not_import_pandas(tmp_path):
     """
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_requests_written_in_a_batch_equal_those_written_one_by_one(tmp_path):
+    reqs = [
+        Request(4, 7_000, 300, 20, (1, 2, 3), 128, 9, 2, reason_tokens=5, workload="chat"),
+        Request(5, 8_000, 10, 1),
+    ]
+    one, batch = EventLog(tmp_path / "one"), EventLog(tmp_path / "batch")
+    for req, reuse in zip(reqs, [128, None]):
+        one.write_request(req, reuse)
+    batch.write_requests(reqs, [128, None])
+    assert batch.requests.rows == one.requests.rows

@@ -66,3 +66,15 @@ def test_a_batch_matches_its_chains_one_by_one(batch, before):
     expected = [one.observe(ids) if counted else one.add(ids) for ids, counted in zip(chains, observed)]
     assert many.observe_many(chains, observed) == expected
     assert many.bits.rstrip(b"\0") == one.bits.rstrip(b"\0") and many.sparse == one.sparse
+
+
+def test_a_batch_of_sparse_dense_ids_takes_the_sorting_path():
+    seen = SeenBlocks()
+    big = 100_000  # dense (in the bitmap) but far beyond 4x the batch's size
+    assert seen.observe_many([(big, 3), (big, 3, 4), (3,)], [True, True, True]) == [0, 2, 1]
+
+
+def test_a_batch_with_a_64_bit_hash_goes_chain_by_chain():
+    seen = SeenBlocks()
+    assert seen.observe_many([(2**64 - 1, 5), (2**64 - 1, 5)], [True, True]) == [0, 2]
+    assert seen.sparse == {2**64 - 1}
