@@ -128,7 +128,7 @@ def _first_owner(flat: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """For each position, the first chain holding its id: a table indexed by id where the ids are dense enough
     (trace ids number blocks from 0), else through sorting them."""
     if flat.size and int(flat.max()) < 4 * flat.size + 65_536:
-        first = np.full(int(flat.max()) + 1, len(owner), np.int64)
+        first = np.full(int(flat.max()) + 1, np.iinfo(np.int64).max)  # above every chain's index
         np.minimum.at(first, flat, owner)
         return first[flat]
     _, index, inverse = np.unique(flat, return_index=True, return_inverse=True)

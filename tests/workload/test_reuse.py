@@ -78,3 +78,8 @@ def test_a_batch_with_a_64_bit_hash_goes_chain_by_chain():
     seen = SeenBlocks()
     assert seen.observe_many([(2**64 - 1, 5), (2**64 - 1, 5)], [True, True]) == [0, 2]
     assert seen.sparse == {2**64 - 1}
+
+
+def test_chains_after_empty_ones_count_only_real_appearances():
+    seen = SeenBlocks()  # found by the property test: empty chains shift the chain index past the id count
+    assert seen.observe_many([(), (), (0,)], [False, False, True]) == [None, None, 0]
