@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import operator
 import os
 import time
 from collections.abc import Iterable
@@ -70,8 +71,10 @@ SERVER_METRICS = pa.schema(
 )
 TABLES = {"events": EVENTS, "requests": REQUESTS, "steps": STEPS, "server_metrics": SERVER_METRICS}
 
+# A request's fields in REQUESTS' order, up to block_tokens (the row then has n_blocks, trace reuse, workload)
+_STATIC = operator.itemgetter(0, 6, 7, 1, 2, 3, 9, 5)
 FLUSH_ROWS = 65_536  # rows per part at most: bounds a buffer's memory in a fast (simulated) run (~15 MB)
-FLUSH_NS = 1_000_000_000  # a buffer is written once it is this old, so a SIGKILL loses at most ~1 s of a real run
+FLUSH_NS = 1_000_000_000  # a real-time buffer is written once it is this old: a SIGKILL loses at most ~1 s of it
 CHECK_ROWS = 4096  # EventLog.check looks at the buffers' age and size once per this many new events
 COMPACT_OVER_PARTS = 64  # a long real-time run leaves many small (1 s) parts; merge them on a clean close
 
@@ -134,9 +137,11 @@ class PartWriter:
         return len(self.rows)
 
     def flush_if_due(self) -> None:
-        """Write the buffer if it is full or its oldest row is about a second old."""
+        """Write the buffer if it is full or, in a real-time run, its oldest row is about a second old. A
+        virtual-time run's parts are cut by row count alone, so the same run writes the same parts however fast
+        the machine (or valgrind) runs it."""
         n = self.pending()
-        if n and (n >= FLUSH_ROWS or time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS):
+        if n and (n >= FLUSH_ROWS or self.realtime and time.monotonic_ns() - self._last_flush_ns >= FLUSH_NS):
             self.flush()
 
     def _take_table(self) -> pa.Table:
@@ -239,7 +244,7 @@ class EventLog:
     `write_request(req, trace_reuse_tokens)`, `table(name).append(row)` for a side table (`steps`,
     `server_metrics`; tuples in that table's schema order). These only buffer. When buffers reach disk is
     decided here: `check()` (cheap: call it often, e.g. per finished request) and `tick()` (call it a few times
-    a second in a real-time run) write each table whose buffer is full or a second old; `close()` writes the rest.
+    a second in a real-time run) write each table whose buffer is full or (real time) a second old; `close()` writes the rest.
     """
 
     def __init__(self, run_dir: str | os.PathLike, realtime: bool = False, worker: int | None = None):
@@ -273,6 +278,12 @@ class EventLog:
             )
         )
 
+    def write_requests(self, reqs: Iterable[Request], trace_reuse_tokens: Iterable[int | None]) -> None:
+        """write_request of each request with its trace-implied reuse, in one pass (the replayer's batches)."""
+        self.requests.rows.extend(
+            (*_STATIC(r), len(r.hash_ids), reuse, r.workload) for r, reuse in zip(reqs, trace_reuse_tokens)
+        )
+
     def table(self, name: str) -> PartWriter:
         """Writer of a side table (`steps`, `server_metrics`; see TABLES), created on first use."""
         if name not in self._extra:
@@ -288,7 +299,7 @@ class EventLog:
             self.tick()
 
     def tick(self) -> None:
-        """Write each table whose buffer is full or about a second old."""
+        """Write each table whose buffer is full or (real time) about a second old."""
         for w in self._writers:
             w.flush_if_due()
         self._check_at = len(self._event_rows) + CHECK_ROWS

@@ -88,6 +88,7 @@ class Replayer:
         self._session_of: dict[int, int] = {}  # req_id -> session_id, for submitted session turns
         self._ready: deque[Request] = deque()  # released session turns waiting for a closed-loop slot
         self.seen = SeenBlocks()  # block ids of earlier requests, for trace-implied reuse
+        self._unwritten: list[tuple[Request, bool]] = []  # (request, whether it is ours to log), see _write_requests
         self._stream: Iterator[Request] = iter(())
         self._exhausted = False
         self._stopping = False  # set by an interrupt: release nothing more
@@ -113,6 +114,7 @@ class Replayer:
             self.stats.status = "failed"
             raise
         finally:
+            self._write_requests()
             self.stats.events = self.log.events_logged()
             self._report(force=True)
         return self.stats
@@ -211,6 +213,12 @@ class Replayer:
         self.stats.cancelled += 1
 
     def _top_up(self, now_ns: int) -> None:
+        """Release what the window and the sessions allow; then log the requests released (or cancelled)."""
+        self._release(now_ns)
+        if self._unwritten:
+            self._write_requests()
+
+    def _release(self, now_ns: int) -> None:
         while self.stats.outstanding < self.window and not self._stopping:
             if self._ready:
                 self._submit(self._ready.popleft(), now_ns)
@@ -259,20 +267,23 @@ class Replayer:
         self.target.submit(req, max(req.arrival_ns, now_ns))
 
     def _write_request(self, req: Request) -> None:
-        self.log.write_request(req, self._trace_reuse(req))
+        self._unwritten.append((req, True))
 
     def pass_over(self, req: Request) -> None:
         """A request of the workload that this replayer does not release (another worker's shard): its prefix
         blocks still count as seen for the trace-implied reuse of later requests."""
-        self.seen.add(req.hash_ids)
+        self._unwritten.append((req, False))
 
-    def _trace_reuse(self, req: Request) -> int | None:
-        """Tokens of the prompt an infinite prefix cache would hold, from blocks seen in earlier requests."""
-        seen = self.seen
-        if not seen.enabled:
-            return None
-        hit = seen.observe(req.hash_ids)
-        return min(hit * req.block_tokens, req.input_tokens)
+    def _write_requests(self) -> None:
+        """Log the requests released since the last call, in order, each with its trace-implied reuse: tokens of
+        the prompt an infinite prefix cache would hold, from blocks seen in earlier requests (None once tracking
+        has stopped). One batch per top-up (the whole window at the start of a run) costs far less than one
+        request at a time; the rows stay in release order."""
+        batch, self._unwritten = self._unwritten, []
+        hits = self.seen.observe_many([req.hash_ids for req, _ in batch], [ours for _, ours in batch])
+        ours = [(req, hit) for (req, mine), hit in zip(batch, hits) if mine]
+        reuse = (None if hit is None else min(hit * req.block_tokens, req.input_tokens) for req, hit in ours)
+        self.log.write_requests([req for req, _ in ours], reuse)
 
     def _report(self, force: bool = False) -> None:
         if self.progress is None or (self._stopping and not force):  # while stopping, the final report only

@@ -92,7 +92,8 @@ def partial_rows(events: pa.Table) -> pa.Table:
     of its kinds): pyarrow's group-by and compute functions would import pandas and pyarrow.compute into every
     replay (~0.1-0.5 s)."""
     kind = events.column("kind").combine_chunks()  # one dictionary for all chunks
-    masks = {kinds: _kind_mask(kind, kinds) for kinds in dict.fromkeys(k for _, _, _, k in FIELDS)}
+    codes = _kind_codes(kind)
+    masks = {kinds: _kind_mask(kind, codes, kinds) for kinds in dict.fromkeys(k for _, _, _, k in FIELDS)}
     ids, ids_valid, group = _groups(events.column("req_id"))
     sources = _sources(events, kind, masks)
     out: dict[str, pa.Array] = {"req_id": _int_array(ids, ids_valid, pa.int64())}
@@ -138,13 +139,18 @@ def _sources(events: pa.Table, kind: pa.DictionaryArray, masks: dict) -> dict[st
     return sources
 
 
-def _kind_mask(kind: pa.DictionaryArray, kinds: tuple[str, ...] | None) -> np.ndarray:
+def _kind_codes(kind: pa.DictionaryArray) -> np.ndarray:
+    """Each event's index into the kinds' dictionary, one past its end where the kind is null."""
+    indices, valid = _ints(kind.indices)
+    return np.where(valid, indices, len(kind.dictionary))
+
+
+def _kind_mask(kind: pa.DictionaryArray, codes: np.ndarray, kinds: tuple[str, ...] | None) -> np.ndarray:
     """Where the event's kind is one of `kinds` (None: every event), looked up in the few distinct kinds."""
     if kinds is None:
         return np.ones(len(kind), bool)
     hit = np.array([w in kinds for w in kind.dictionary.to_pylist()] + [False], dtype=bool)
-    indices, valid = _ints(kind.indices)
-    return hit[np.where(valid, indices, len(hit) - 1)]
+    return hit[codes]
 
 
 _DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
@@ -209,9 +215,38 @@ def _ranks(array: pa.Array, rows: np.ndarray) -> Source:
     padded = np.zeros((len(rows), width), np.uint8)  # each string NUL-padded to one width: numpy sorts those
     inside = np.arange(width) < lengths[:, None]
     padded[inside] = blob[(begin[:, None] + np.arange(width))[inside]]
-    words, inverse = np.unique(padded.view(f"S{width}").ravel(), return_inverse=True)
-    ranks[rows] = inverse.ravel()
-    return ranks, valid, words.tolist()
+    distinct, inverse = _distinct_rows(padded) if width <= len(_WEIGHTS) else _sorted_rows(padded)
+    words = distinct.view(f"S{width}").ravel()
+    order = np.argsort(words, kind="stable")  # the few distinct strings, bytewise
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    ranks[rows] = rank[inverse]
+    return ranks, valid, words[order].tolist()
+
+
+def _weights(n: int) -> np.ndarray:
+    """n odd 64-bit multipliers (a Weyl sequence), one per byte position of a padded string."""
+    return np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
+
+
+_WEIGHTS = _weights(4096)
+
+
+def _distinct_rows(padded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a 2-D uint8 array and each row's index among them. A column's strings repeat (a few
+    instances and tiers), so the rows are told apart by a 64-bit hash of their bytes, checked against the first
+    row of each hash (a collision, never seen, falls back to sorting the rows themselves)."""
+    keys = padded.astype(np.uint64) @ _WEIGHTS[: padded.shape[1]]  # wraps modulo 2**64
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if np.array_equal(padded[first][inverse], padded):
+        return padded[first], inverse
+    return _sorted_rows(padded)
+
+
+def _sorted_rows(padded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    distinct, inverse = np.unique(padded, axis=0, return_inverse=True)
+    return distinct, inverse.ravel()
 
 
 def _string_array(words: list[bytes], ranks: np.ndarray, valid: np.ndarray) -> pa.Array:

@@ -89,6 +89,16 @@ def test_realtime_log_flushes_on_tick_once_a_buffer_is_about_a_second_old(tmp_pa
     assert len(log.events.parts) == 1 and log.events.written == 2
 
 
+def test_virtual_time_log_cuts_parts_by_rows_only_however_old_its_buffer(tmp_path):
+    log = EventLog(tmp_path)  # a simulated run: its parts must not depend on how fast the machine ran it
+    log.emit(Event(0, 0, ARRIVE))
+    log.events._last_flush_ns -= 10_000_000_000
+    log.tick()
+    assert log.events.parts == [] and log.events.pending() == 1
+    log.close()
+    assert len(log.events.parts) == 1 and log.events.written == 1
+
+
 def test_check_looks_every_check_rows_events_and_flushes_every_full_table(tmp_path, monkeypatch):
     # FLUSH_ROWS 10, CHECK_ROWS 4: check() looks at 4 and 8 events (nothing full: events 8 < 10), then at 12:
     # events (12 rows) and steps (10 rows, appended without a check of their own) are full and written;
@@ -279,3 +289,15 @@ def test_writing_a_log_does_not_import_pandas(tmp_path):
     """
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_requests_written_in_a_batch_equal_those_written_one_by_one(tmp_path):
+    reqs = [
+        Request(4, 7_000, 300, 20, (1, 2, 3), 128, 9, 2, reason_tokens=5, workload="chat"),
+        Request(5, 8_000, 10, 1),
+    ]
+    one, batch = EventLog(tmp_path / "one"), EventLog(tmp_path / "batch")
+    for req, reuse in zip(reqs, [128, None]):
+        one.write_request(req, reuse)
+    batch.write_requests(reqs, [128, None])
+    assert batch.requests.rows == one.requests.rows

@@ -68,3 +68,30 @@ def test_a_table_of_rows_reads_back_row_by_row():
     assert [tuple(r.values()) for r in table.to_pylist()] == rows
     steps = [("prefill-0", 0, 10, 1, 2, 24, 0, 3, 100), ("decode-0", 10, 20, 4, 1, 0, 4, 5, 100)]
     assert [tuple(r.values()) for r in to_table(steps, STEPS).to_pylist()] == steps
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ("ARRIVE", "SEND", "ARRIVE", "FINISH"),
+        (None, "ROUTE", None, "SEND", "ROUTE"),
+        ("SEND", None),
+    ],
+)
+def test_dictionaries_equal_pyarrow(values):
+    type_ = EVENTS.field("kind").type
+    got = column(values, type_)
+    assert got.equals(pa.array(values, pa.string()).dictionary_encode().cast(type_))
+    assert got.to_pylist() == list(values)
+
+
+def test_strings_past_256_distinct_values_keep_their_order():
+    values = tuple(f"layerwise_from_ns={i}" if i % 3 else None for i in range(1_000))
+    got = strings(values)
+    assert got.equals(pa.array(values, pa.string()))
+
+
+def test_integers_of_an_optional_column_are_kept_exact_where_present():
+    values = (None, 2**62 + 1, None, -(2**63), 7, None)
+    got = column(values, pa.int64())
+    assert got.to_pylist() == list(values) and got.null_count == 3

@@ -143,3 +143,37 @@ def test_rebuild_writes_the_missing_parts_only(tmp_path):
     assert requestparts.rebuild(tmp_path) == 1
     assert parts[0].read_bytes() == kept
     assert _rows(parts[1])[2]["arrive_tokens"] == 4
+
+
+def test_distinct_rows_by_hash_equal_the_sorted_ones():
+    import numpy as np
+
+    from kvbench.requestparts import _distinct_rows, _sorted_rows
+
+    rng = np.random.default_rng(1)
+    padded = rng.integers(0, 3, (500, 4)).astype(np.uint8)  # 81 possible rows, most repeated
+    distinct, inverse = _distinct_rows(padded)
+    assert np.array_equal(distinct[inverse], padded) and len(distinct) == len(_sorted_rows(padded)[0])
+
+
+def test_wire_starts_are_read_from_each_detail_alone():
+    import numpy as np
+    import pyarrow as pa
+
+    from kvbench.requestparts import _wire_ns
+
+    details = [
+        "to decode-0 layerwise_from_ns=12",  # a START
+        "34 layerwise_from_ns=5",  # not a START; its leading digits must not extend the one before
+        None,
+        "layerwise_from_ns=7 layerwise_from_ns=8",  # the first one counts
+        "to decode-1",  # a START without one: its own t_ns
+        f"layerwise_from_ns={2**63}",  # past 64 bits: its own t_ns
+        "layerwise_from_ns=",
+    ]
+    t_ns = np.arange(100, 100 + len(details), dtype=np.int64)
+    starts = np.array([0, 3, 4, 5, 6])
+    got = _wire_ns(pa.array(details, pa.string()), starts, t_ns)
+    assert got.tolist() == [12, 101, 102, 7, 104, 105, 106]
+    clean = ["layerwise_from_ns=9 x", None, "y layerwise_from_ns=10"]
+    assert _wire_ns(pa.array(clean, pa.string()), np.array([0, 2]), np.zeros(3, np.int64)).tolist() == [9, 0, 10]

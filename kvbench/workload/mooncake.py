@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -87,7 +88,7 @@ def _records(p: Path, block_tokens: int, name: str) -> Iterator[tuple[int, Reque
     loads, decode_error, ms, cap = orjson.loads, orjson.JSONDecodeError, NS_PER_MS, MAX_TOKENS
     req_id = 0
     with open(p, "rb") as f:
-        for lineno, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+        for lineno, line in enumerate(iter(partial(f.readline, MAX_LINE_BYTES + 1), b""), 1):
             if len(line) > MAX_LINE_BYTES:
                 raise ConfigError(
                     f"{p}:{lineno}: line longer than {MAX_LINE_BYTES >> 20} MiB, expected one JSON record"
@@ -108,7 +109,7 @@ def _records(p: Path, block_tokens: int, name: str) -> Iterator[tuple[int, Reque
                     and 0 <= n_out <= cap
                     and type(ids) is list
                     and len(ids) == -(-n_in // block_tokens)
-                    and set(map(type, ids)) <= _INTS
+                    and _INTS.issuperset(map(type, ids))
                 ):
                     yield (
                         lineno,

@@ -10,8 +10,8 @@ run first, whatever PYTHONDONTWRITEBYTECODE says (`--cold` keeps the environment
 repetition the machine's speed unit (CPython heap events/s, /work/shared/tools/speedunit.py) is measured, and the
 figures are normalised to 2.6 M events/s: normalised = raw * 2.6e6 / unit. Medians of --reps repetitions.
 `--instructions` also runs the command once per side under valgrind's cachegrind and prints the instructions it
-executed: a figure the machine's load does not move (the run is ~50x slower, so the log's one-second flush by age
-cuts it into more parts than a normal run).
+executed: a figure the machine's load does not move (the run is ~50x slower; a simulated run's log is cut into
+parts by row count alone, so it writes the same parts as a normal run).
 """
 
 from __future__ import annotations
