@@ -199,32 +199,36 @@ def _longest_first(
 
 def build(con: duckdb.DuckDBPyConnection) -> None:
     """Temp table step_instances and views step_segments (row_no = segment index), step_spans (lo, hi: row_no),
-    step_itl (run, gap_ns, n over finished requests; one row per run and gap length) and step_tbt (run, req_id, tbt_ns); empty without steps."""
-    store(con, compute(*fetch(con)))
+    step_itl (run, gap_ns, n over finished requests; a row per run and gap length) and step_tbt (run, req_id,
+    tbt_ns); empty without steps."""
+    store(con, compute(segments_of(con), *requests_of(con)))
 
 
-def fetch(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
-    """The temp table step_instances, then the steps rows, the decoding requests (step_rows.sql, step_requests.sql)
-    and each instance's run number as numpy columns: what compute() needs, so it can run while `con` does other
-    work."""
+def segments_of(con: duckdb.DuckDBPyConnection) -> dict[str, np.ndarray]:
+    """The segments() of the steps rows (step_rows.sql), with the temp table step_instances `con` numbers them by:
+    this needs no per-request table, so a second connection can run it while the first pivots the requests."""
+    con.execute(sql_text("step_instances"))
+    return segments(con.execute(sql_text("step_rows")).fetchnumpy())
+
+
+def requests_of(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The temp table step_instances, the decoding requests (step_requests.sql) and each instance's run number as
+    numpy columns: with segments_of(), what compute() needs, so it can run while `con` does other work."""
     import numpy as np
 
     con.execute(sql_text("step_instances"))
-    rows = con.execute(sql_text("step_rows")).fetchnumpy()
     req = {k: np.asarray(v) for k, v in con.execute(sql_text("step_requests")).fetchnumpy().items()}
     run_no = np.asarray(con.execute("SELECT run_no FROM step_instances ORDER BY inst").fetchnumpy()["run_no"])
-    return rows, req, run_no
+    return req, run_no
 
 
 def compute(
-    rows: dict[str, np.ndarray], req: dict[str, np.ndarray], run_no: np.ndarray
+    seg: dict[str, np.ndarray], req: dict[str, np.ndarray], run_no: np.ndarray
 ) -> dict[str, dict[str, np.ndarray]]:
-    """The columns of build()'s views from fetch()'s arrays (numpy only: no connection, so another thread's).
-    `rows` and `req` are emptied once used: ~130 MB for a million-request run, while DuckDB works beside."""
+    """The columns of build()'s views from segments_of() and requests_of() (numpy only: no connection, so another
+    thread's). `req` is emptied once the spans are found, while DuckDB works beside."""
     import numpy as np
 
-    seg = segments(rows)
-    rows.clear()
     sp = spans(seg, req)
     req.clear()
     rank = _rank_longest_first(seg["gap_ns"])

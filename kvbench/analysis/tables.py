@@ -53,20 +53,27 @@ def side_connection(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> d
 
 def _build(con: duckdb.DuckDBPyConnection, slo: Slo, transfers: bool) -> None:
     """The derived tables (once per connection) and per_request for `slo`, each stored in the cache if it has one.
-    The step gaps are numpy work on a thread of their own, while this connection derives the rest, per_request's
-    columns but the TBT and the SLO's included (per_request_base)."""
+    The step gaps are numpy work on a thread of their own (from the steps rows it reads on a second connection),
+    while this connection derives the rest, per_request's columns but the TBT and the SLO's included
+    (per_request_base)."""
     key = repr(slo)
     if not has_table(con, "tbt"):
         cache.drop(con, FIGURE_INPUTS)  # views over another SLO's cached files
-        _request_events(con)
-        with ThreadPoolExecutor(1) as pool:
-            gaps = pool.submit(stepgaps.compute, *stepgaps.fetch(con))
-            con.execute(sql_text("event_gaps"))
-            con.execute(sql_text("tier_hits"))
-            if transfers:
-                kv_transfers_view(con)
-            con.execute(sql_text("per_request_base"))
-            stepgaps.store(con, gaps.result())
+        side = con.cursor()  # the steps rows read and merged on a second connection while this one pivots
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                seg = pool.submit(stepgaps.segments_of, side)
+                _request_events(con)
+                req = stepgaps.requests_of(con)
+                gaps = pool.submit(lambda: stepgaps.compute(seg.result(), *req))  # after seg: one worker
+                con.execute(sql_text("event_gaps"))
+                con.execute(sql_text("tier_hits"))
+                if transfers:
+                    kv_transfers_view(con)
+                con.execute(sql_text("per_request_base"))
+                stepgaps.store(con, gaps.result())
+        finally:
+            side.close()
         con.execute(sql_text("token_gaps"))
         con.execute(sql_text("tbt"))
     cache.drop(con, ["per_request"])
