@@ -184,7 +184,7 @@ def _longest_first(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The order of a block's rows by span, then gap rank r (longest first), then place in the span, and r in that
     order. One integer per row: unique, so numpy's unstable (vectorised) sort gives what a stable argsort by (span,
-    r) would, ~2x quicker; the stable argsort where that integer would not fit 63 bits."""
+    r) would, quicker; the stable argsort where that integer could pass 62 bits."""
     import numpy as np
 
     width = int(place.max(initial=0)) + 1
