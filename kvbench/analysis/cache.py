@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvbench.eventlog import TABLES, table_parts
 
@@ -86,6 +86,21 @@ def load(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") ->
     return True
 
 
+def cursor(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") -> duckdb.DuckDBPyConnection | None:
+    """A second connection to con's database with con's cache, viewing `names` over their cached files (temp tables
+    and views are a connection's own), for queries on another thread; None when con has no cache or a file is
+    missing."""
+    where = _where(con)
+    if where is None:
+        return None
+    cur = con.cursor()
+    cur.execute(f"SET VARIABLE {_VARIABLE} = ?", [f"{where[0]}\n{where[1]}"])
+    if not load(cur, names, tag):
+        cur.close()
+        return None
+    return cur
+
+
 def drop(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> None:
     """Drop the temp tables or views `names` where they exist."""
     kinds = con.execute(
@@ -97,18 +112,27 @@ def drop(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> None:
             con.execute(f"DROP {kind} {name}")
 
 
-def save(con: duckdb.DuckDBPyConnection, names: Sequence[str], tag: str = "") -> None:
-    """Write each of `names` (tables or views on `con`) to the cache, then view it from there (no-op without a
-    cache; a write that fails leaves the tables as they were). Files of other keys (an older log) for these names
-    are removed; other tags of this key (another SLO) are kept, so concurrent summaries never delete each other's."""
-    if _where(con) is not None and all(_write(con, name, tag) for name in names):
-        load(con, names, tag)
+def save(
+    con: duckdb.DuckDBPyConnection,
+    names: Sequence[str],
+    tag: str = "",
+    queries: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None,
+) -> bool:
+    """Write each of `names` (tables or views on `con`) to the cache, then view it from there, and return True;
+    False when the connection has no cache or a write fails, leaving the tables as they were. A name in `queries`
+    is no table: its rows are those of the query (SELECT text, bound values), written straight to its file, so the
+    caller makes the table itself when this returns False. Files of other keys (an older log) for these names are
+    removed; other tags of this key (another SLO) are kept, so concurrent summaries never delete each other's."""
+    queries = queries or {}
+    if _where(con) is not None and all(_write(con, name, tag, queries.get(name)) for name in names):
+        return load(con, names, tag)
+    return False
 
 
-def _write(con: duckdb.DuckDBPyConnection, name: str, tag: str) -> bool:
-    """COPY one table's rows to its cache file (atomically, through a temp file), dropping an older log's files
-    of `name`; False when the write fails. Row order is not kept: a parallel write, and nothing reads the rows in
-    file order."""
+def _write(con: duckdb.DuckDBPyConnection, name: str, tag: str, query: tuple[str, Mapping[str, Any]] | None) -> bool:
+    """COPY one table's rows (or those of `query`) to its cache file (atomically, through a temp file), dropping an
+    older log's files of `name`; False when the write fails. Row order is not kept: a parallel write, and nothing
+    reads the rows in file order."""
     import duckdb
 
     where = _where(con)
@@ -116,11 +140,14 @@ def _write(con: duckdb.DuckDBPyConnection, name: str, tag: str) -> bool:
     folder, key = where
     f = _file(folder, name, key, tag)
     tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+    select, values = query or (f"SELECT * FROM {name}", None)
     try:
         folder.mkdir(exist_ok=True)
         con.execute("SET preserve_insertion_order = false")
         try:
-            con.execute(f"COPY (SELECT * FROM {name}) TO '{_quoted(tmp)}' (FORMAT parquet, COMPRESSION {COMPRESSION})")
+            con.execute(
+                f"COPY ({select}) TO '{_quoted(tmp)}' (FORMAT parquet, COMPRESSION {COMPRESSION})", values or None
+            )
         finally:
             con.execute("RESET preserve_insertion_order")
         os.replace(tmp, f)

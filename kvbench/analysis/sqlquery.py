@@ -26,7 +26,7 @@ def run_query(
     con = open_runs(runs)
     try:
         if re.search(
-            r"\b(per_request|request_events|event_gaps|tier_hits|token_gaps|tbt|step_\w+)\b", query, re.I
+            r"\b(per_request(_base)?|request_events|event_gaps|tier_hits|token_gaps|tbt|step_\w+)\b", query, re.I
         ):  # built only when asked for
             prepare(con, parse_slo(slo) if slo else None)
         try:

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 # rows of one block of the TBT expansion (request x segment, ~60 B a row): bounds the memory of long runs, and
-# blocks of this size run faster than larger ones (fewer fresh pages)
-BLOCK_ROWS = 500_000
+# blocks of this size run faster than larger ones (each array of a block stays in the CPU's caches)
+BLOCK_ROWS = 64_000
 
 
 def segments(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -105,13 +105,16 @@ def _end_counts(
     return at_lo, at_hi
 
 
-def tbt(seg: dict[str, np.ndarray], sp: dict[str, np.ndarray]) -> np.ndarray:
+def tbt(
+    seg: dict[str, np.ndarray], sp: dict[str, np.ndarray], rank: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
     """TBT (ns) per span, as tbt.sql: mean of the span's longest k = ceil(G / 10) of its G gaps (NaN when G = 0).
-    Spans are expanded to (span, segment) rows block by block, each block sorted once by (span, gap descending)."""
+    Spans are expanded to (span, segment) rows block by block, each block sorted once by (span, gap descending).
+    rank: _rank_longest_first of the segments' gaps, when the caller has it."""
     import numpy as np
 
     out = np.full(len(sp["lo"]), np.nan)
-    rank = _rank_longest_first(seg["gap_ns"])  # (rank per segment, gap per rank)
+    rank = rank or _rank_longest_first(seg["gap_ns"])  # (rank per segment, gap per rank)
     m = sp["hi"] - sp["lo"] + 1
     cum = np.cumsum(m)
     start = 0
@@ -131,6 +134,25 @@ def _rank_longest_first(gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return len(distinct) - 1 - inverse, distinct[::-1]
 
 
+def pooled_itl(
+    seg: dict[str, np.ndarray], weight: np.ndarray, rank: tuple[np.ndarray, np.ndarray], run_no: np.ndarray
+) -> dict[str, np.ndarray]:
+    """step_itl's rows: the pooled gaps (itl_weights) summed per run and distinct gap length, each run's gaps in
+    ascending order (what itl.sql groups them into; segments of equal gaps are ~half of a long run's).
+    run_no: the run's number (0, 1, ...) of each instance; `inst` of a row is the first instance of its run."""
+    import numpy as np
+
+    rank_of, gap_of = rank
+    size, runs = len(gap_of), int(run_no.max(initial=-1)) + 1
+    key = run_no[seg["inst"]].astype(np.int64) * size + (size - 1 - rank_of)  # (run, ascending gap)
+    # float sums of integer counts are exact below 2**53 gaps
+    total = np.rint(np.bincount(key, weight, runs * size)).astype(np.int64)
+    at = np.flatnonzero(total)
+    run, ascending = np.divmod(at, size)
+    first_inst = np.searchsorted(run_no, np.arange(runs))  # instances are numbered in (run, instance) order
+    return {"inst": first_inst[run], "gap_ns": gap_of[::-1][ascending], "n": total[at]}
+
+
 def _tbt_block(
     seg: dict[str, np.ndarray], rank: tuple[np.ndarray, np.ndarray], sp: dict[str, np.ndarray], m: np.ndarray
 ) -> np.ndarray:
@@ -139,16 +161,16 @@ def _tbt_block(
 
     owner = np.repeat(np.arange(len(m), dtype=np.int64), m)
     first = np.cumsum(m) - m
-    j = np.repeat(sp["lo"] - first, m) + np.arange(len(owner))  # segment of each (span, segment) row
+    place = np.arange(len(owner)) - np.repeat(first, m)  # of each (span, segment) row within its span
+    j = np.repeat(sp["lo"], m) + place  # its segment
     n = seg["n_steps"][j]
     n[first], n[first + m - 1] = 0, 0  # the ends get their partial counts (at hi: 0 when hi == lo)
     at_lo, at_hi = _end_counts(seg, sp["lo"], sp["hi"], sp["s_ns"], sp["e_ns"])
     n[first + m - 1] += at_hi
     n[first] += at_lo
     rank_of, gap_of = rank
-    r = rank_of[j]
-    order = np.argsort(owner * (len(gap_of) + 1) + r, kind="stable")  # by span, longest first
-    n, gap = n[order], gap_of[r[order]]  # owner stays: spans keep their places, sorted within
+    order, r = _longest_first(owner, rank_of[j], place, len(gap_of), first)
+    n, gap = n[order], gap_of[r]  # owner stays: spans keep their places, sorted within
     total = np.bincount(owner, n, len(m))  # G per span
     k = np.ceil(total / 10.0)
     before = np.cumsum(n) - n - np.repeat(np.cumsum(total) - total, m)
@@ -157,34 +179,61 @@ def _tbt_block(
         return np.where(total > 0, np.bincount(owner, gap * take, len(m)) / k, np.nan)
 
 
+def _longest_first(
+    owner: np.ndarray, r: np.ndarray, place: np.ndarray, distinct: int, first: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The order of a block's rows by span, then gap rank r (longest first), then place in the span, and r in that
+    order. One integer per row: unique, so numpy's unstable (vectorised) sort gives what a stable argsort by (span,
+    r) would, quicker; the stable argsort where that integer could pass 62 bits."""
+    import numpy as np
+
+    width = int(place.max(initial=0)) + 1
+    if (int(owner[-1]) + 1) * distinct * width < 1 << 62:
+        key = (owner * distinct + r) * width + place
+        key.sort()
+        rest, place = np.divmod(key, width)
+        return first[owner] + place, rest - owner * distinct
+    order = np.argsort(owner * (distinct + 1) + r, kind="stable")
+    return order, r[order]
+
+
 def build(con: duckdb.DuckDBPyConnection) -> None:
     """Temp table step_instances and views step_segments (row_no = segment index), step_spans (lo, hi: row_no),
-    step_itl (run, gap_ns, n over finished requests) and step_tbt (run, req_id, tbt_ns); empty without steps."""
-    store(con, compute(*fetch(con)))
+    step_itl (run, gap_ns, n over finished requests; a row per run and gap length) and step_tbt (run, req_id,
+    tbt_ns); empty without steps."""
+    store(con, compute(segments_of(con), *requests_of(con)))
 
 
-def fetch(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The temp table step_instances, then the steps rows and the decoding requests (step_rows.sql,
-    step_requests.sql) as numpy columns: what compute() needs, so it can run while `con` does other work."""
+def segments_of(con: duckdb.DuckDBPyConnection) -> dict[str, np.ndarray]:
+    """The segments() of the steps rows (step_rows.sql), with the temp table step_instances `con` numbers them by:
+    this needs no per-request table, so a second connection can run it while the first pivots the requests."""
+    con.execute(sql_text("step_instances"))
+    return segments(con.execute(sql_text("step_rows")).fetchnumpy())
+
+
+def requests_of(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The temp table step_instances, the decoding requests (step_requests.sql) and each instance's run number as
+    numpy columns: with segments_of(), what compute() needs, so it can run while `con` does other work."""
     import numpy as np
 
     con.execute(sql_text("step_instances"))
-    rows = con.execute(sql_text("step_rows")).fetchnumpy()
     req = {k: np.asarray(v) for k, v in con.execute(sql_text("step_requests")).fetchnumpy().items()}
-    return rows, req
+    run_no = np.asarray(con.execute("SELECT run_no FROM step_instances ORDER BY inst").fetchnumpy()["run_no"])
+    return req, run_no
 
 
-def compute(rows: dict[str, np.ndarray], req: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
-    """The columns of build()'s views from fetch()'s arrays (numpy only: no connection, so another thread's).
-    `rows` is emptied once merged into segments: its arrays are ~100 MB for a million-request run."""
+def compute(
+    seg: dict[str, np.ndarray], req: dict[str, np.ndarray], run_no: np.ndarray
+) -> dict[str, dict[str, np.ndarray]]:
+    """The columns of build()'s views from segments_of() and requests_of() (numpy only: no connection, so another
+    thread's). `req` is emptied once the spans are found, while DuckDB works beside."""
     import numpy as np
 
-    seg = segments(rows)
-    rows.clear()
     sp = spans(seg, req)
-    weight = itl_weights(seg, sp)
-    used = weight > 0
-    values = tbt(seg, sp)
+    req.clear()
+    rank = _rank_longest_first(seg["gap_ns"])
+    itl = pooled_itl(seg, itl_weights(seg, sp), rank, run_no)
+    values = tbt(seg, sp, rank)
     has = ~np.isnan(values)
     return {
         "step_segments": {
@@ -195,7 +244,7 @@ def compute(rows: dict[str, np.ndarray], req: dict[str, np.ndarray]) -> dict[str
             "n_steps": seg["n_steps"],
         },
         "step_spans": {k: sp[k] for k in ("inst", "req_id", "s_ns", "e_ns", "lo", "hi")},
-        "step_itl": {"inst": seg["inst"][used], "gap_ns": seg["gap_ns"][used], "n": weight[used]},
+        "step_itl": itl,
         "step_tbt": {"inst": sp["inst"][has], "req_id": sp["req_id"][has], "tbt_ns": values[has]},
     }
 
@@ -207,12 +256,14 @@ def store(con: duckdb.DuckDBPyConnection, views: dict[str, dict[str, np.ndarray]
 
 
 def _store(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, np.ndarray]) -> None:
-    """A temp view over numpy columns (registered without a copy), `inst` replaced by the run and instance names."""
+    """A temp view over numpy columns (registered without a copy), `inst` replaced by the run and instance names
+    (step_itl's rows are per run: the run's only)."""
     import pyarrow as pa
 
     con.register(f"{name}_arrays", pa.Table.from_arrays([_arrow(v) for v in columns.values()], list(columns)))
+    names = "i.run" if name == "step_itl" else "i.run, i.instance"
     con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT i.run, i.instance, a.* EXCLUDE (inst) "
+        f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {names}, a.* EXCLUDE (inst) "
         f"FROM {name}_arrays a JOIN step_instances i USING (inst)"
     )
 

@@ -25,9 +25,9 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 def prepare(con: duckdb.DuckDBPyConnection, slo: Slo | None = None, transfers: bool = False) -> None:
-    """Build the temp tables request_events, event_gaps, tier_hits, step_* (stepgaps.py), tbt and the view token_gaps (once)
-    and the table per_request (again when the SLO changes). A connection with a cache (cache.enable) views
-    FIGURE_INPUTS from there when it has them for this SLO, and stores them there when it had to build them.
+    """Build the temp tables request_events, event_gaps, tier_hits, step_* (stepgaps.py), tbt, per_request_base and
+    the view token_gaps (once) and the table per_request (again when the SLO changes). A connection with a cache
+    (cache.enable) views FIGURE_INPUTS from there when it has them for this SLO, and stores them there when it had to build them.
     transfers: also kv_transfers as kv_transfers_view makes it, paired while the step gaps are computed."""
     slo = slo or Slo()
     key = repr(slo)
@@ -40,25 +40,47 @@ def prepare(con: duckdb.DuckDBPyConnection, slo: Slo | None = None, transfers: b
         kv_transfers_view(con)
 
 
+def side_connection(con: duckdb.DuckDBPyConnection, slo: Slo | None = None) -> duckdb.DuckDBPyConnection | None:
+    """After prepare(con, slo): a second connection to con's database, prepared alike from the same cache files, so
+    that figure queries can run on another thread beside con's; None when con's tables are not all in its cache
+    (then they are con's own temp tables)."""
+    key = repr(slo or Slo())
+    cur = cache.cursor(con, FIGURE_INPUTS, key)
+    if cur is not None:
+        cur.execute("CREATE OR REPLACE TEMP TABLE kvbench_slo AS SELECT ?::VARCHAR AS key", [key])
+    return cur
+
+
 def _build(con: duckdb.DuckDBPyConnection, slo: Slo, transfers: bool) -> None:
     """The derived tables (once per connection) and per_request for `slo`, each stored in the cache if it has one.
-    The step gaps are numpy work on a thread of their own, while this connection derives the rest."""
+    The step gaps are numpy work on a thread of their own (from the steps rows it reads on a second connection),
+    while this connection derives the rest, per_request's columns but the TBT and the SLO's included
+    (per_request_base)."""
     key = repr(slo)
     if not has_table(con, "tbt"):
         cache.drop(con, FIGURE_INPUTS)  # views over another SLO's cached files
-        _request_events(con)
-        with ThreadPoolExecutor(1) as pool:
-            gaps = pool.submit(stepgaps.compute, *stepgaps.fetch(con))
-            con.execute(sql_text("event_gaps"))
-            con.execute(sql_text("tier_hits"))
-            if transfers:
-                kv_transfers_view(con)
-            stepgaps.store(con, gaps.result())
+        side = con.cursor()  # the steps rows read and merged on a second connection while this one pivots
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                seg = pool.submit(stepgaps.segments_of, side)
+                _request_events(con)
+                req = stepgaps.requests_of(con)
+                gaps = pool.submit(lambda: stepgaps.compute(seg.result(), *req))  # after seg: one worker
+                con.execute(sql_text("event_gaps"))
+                con.execute(sql_text("tier_hits"))
+                if transfers:
+                    kv_transfers_view(con)
+                con.execute(sql_text("per_request_base"))
+                stepgaps.store(con, gaps.result())
+        finally:
+            side.close()
         con.execute(sql_text("token_gaps"))
         con.execute(sql_text("tbt"))
     cache.drop(con, ["per_request"])
-    con.execute(sql_text("per_request"), slo.params())
-    cache.save(con, FIGURE_INPUTS, key)
+    # with a cache, per_request goes straight to its file: a temp table of it would be written (and spilled) once more
+    per_request = (subquery("per_request"), slo.params())
+    if not cache.save(con, FIGURE_INPUTS, key, {"per_request": per_request}):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE per_request AS {per_request[0]}", per_request[1])
 
 
 def build_kv_transfers(con: duckdb.DuckDBPyConnection) -> None:
@@ -66,6 +88,7 @@ def build_kv_transfers(con: duckdb.DuckDBPyConnection) -> None:
     if not (has_table(con, "kv_transfers") or cache.load(con, ["kv_transfers"])):
         con.execute("DROP VIEW IF EXISTS kv_transfers")  # left by kv_transfers_view
         _request_events(con)
+        _kv_events(con)
         con.execute(f"CREATE TEMP TABLE kv_transfers AS {_kv_transfers(con)}")
         cache.save(con, ["kv_transfers"])
 
@@ -77,6 +100,7 @@ def kv_transfers_view(con: duckdb.DuckDBPyConnection) -> None:
     if has_table(con, "kv_transfers") or cache.load(con, ["kv_transfers"]):
         return
     _request_events(con)
+    _kv_events(con)
     con.execute(f"CREATE OR REPLACE TEMP VIEW kv_transfers AS {_kv_transfers(con)}")
     cache.save(con, ["kv_transfers"])
 
@@ -84,14 +108,18 @@ def kv_transfers_view(con: duckdb.DuckDBPyConnection) -> None:
 def _request_events(con: duckdb.DuckDBPyConnection) -> None:
     """The temp table request_events, unless the connection has it (one served from the cache has not: then
     kv_transfers, which reads it, pays for the pivot): merged from the per-request parts where open_runs found
-    them for every run (the view request_parts), else pivoted from the events. Also the view kv_events, the
-    events whose KV transfers kv_transfers.sql pairs (all, or only those of requests with several)."""
+    them for every run (the view request_parts), else pivoted from the events."""
     if not has_table(con, "request_events"):
+        con.execute(sql_text("request_parts" if _merged(con) else "request_events"))
+
+
+def _kv_events(con: duckdb.DuckDBPyConnection) -> None:
+    """kv_events, the events whose KV transfers kv_transfers.sql pairs: with request_events merged from the
+    per-request parts, a table of those of requests with several transfers (kv_events.sql), else a view of all."""
+    if not has_table(con, "kv_events"):
         if _merged(con):
-            con.execute(sql_text("request_parts"))
             con.execute(sql_text("kv_events"))
         else:
-            con.execute(sql_text("request_events"))
             con.execute("CREATE OR REPLACE TEMP VIEW kv_events AS SELECT * FROM events")
 
 

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from kvbench.analysis.metrics import timeseries_columns
 from kvbench.analysis.rates import Rates, rate_warning, rates_of
 from kvbench.analysis.runset import check_run, open_runs
 from kvbench.analysis.slo import Slo, slo_from_manifest
+from kvbench.analysis.tables import prepare, side_connection
 from kvbench.config import ConfigError
 from kvbench.present import fmt
 from kvbench.units import ns_to_ms, ns_to_s, s_to_ns
@@ -59,7 +61,16 @@ def build(
 def _document(
     con: duckdb.DuckDBPyConnection, manifest: dict[str, Any], run_dir: Path, slo: Slo, bucket_s: float
 ) -> dict[str, Any]:
-    figs = figures(con, slo)
+    prepare(con, slo, transfers=True)
+    side = side_connection(con, slo)  # the samples and time series beside the figures, when both can read the cache
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            later = pool.submit(_per_request_parts, side, manifest, bucket_s, slo) if side else None
+            figs = figures(con, slo)
+            sampled, series = later.result() if later else _per_request_parts(con, manifest, bucket_s, slo)
+    finally:
+        if side:
+            side.close()
     lag = {"client_lag": manifest["client_lag"]} if "client_lag" in manifest else {}  # real endpoints only
     tokens = tokens_label((manifest.get("workload") or {}).get("tokens"))
     return {
@@ -72,9 +83,16 @@ def _document(
         "slo_ms": slo.as_ms(),
         "rates": rates_doc(rates_of(manifest, figs)),
         "metrics": figs,
-        "samples": samples(con, seed=int(manifest.get("seed") or 0)),
-        "timeseries": _timeseries(con, bucket_s, slo),
+        "samples": sampled,
+        "timeseries": series,
     }
+
+
+def _per_request_parts(
+    con: duckdb.DuckDBPyConnection, manifest: dict[str, Any], bucket_s: float, slo: Slo
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """summary.json's bootstrap samples and time series."""
+    return samples(con, seed=int(manifest.get("seed") or 0)), _timeseries(con, bucket_s, slo)
 
 
 MAX_BUCKETS = 3_600  # summary.json's time series: past this many buckets of the asked width, wider ones

@@ -108,3 +108,26 @@ def test_rank_longest_first_is_a_dense_rank_from_the_largest():
     rank, by_rank = stepgaps._rank_longest_first(np.array([3.0, 1.0, 3.0, 2.5]))
     assert rank.tolist() == [0, 2, 0, 1]
     assert by_rank.tolist() == [3.0, 2.5, 1.0]
+
+
+def test_longest_first_orders_rows_as_a_stable_sort_by_span_then_rank():
+    # two spans of 4 and 3 rows; span 0 has two rows of rank 1 (equal gaps): they keep their places' order
+    owner = np.array([0, 0, 0, 0, 1, 1, 1])
+    r = np.array([2, 1, 0, 1, 0, 3, 0])
+    place = np.array([0, 1, 2, 3, 0, 1, 2])
+    first = np.array([0, 4])
+    want = np.argsort(owner * 5 + r, kind="stable")
+    assert want.tolist() == [2, 1, 3, 0, 4, 6, 5]
+    order, ranks = stepgaps._longest_first(owner, r, place, 4, first)  # one integer key per row
+    assert order.tolist() == want.tolist() and ranks.tolist() == r[want].tolist()
+    order, ranks = stepgaps._longest_first(owner, r, place, 1 << 61, first)  # too wide for it: a stable argsort
+    assert order.tolist() == want.tolist() and ranks.tolist() == r[want].tolist()
+
+
+def test_pooled_itl_sums_the_weights_of_equal_gaps_per_run():
+    # instances 0 and 1 are run 0's, 2 is run 1's; gaps 5 ns (weights 1, 3 in run 0; 4 in run 1), 7 ns (2), and a
+    # segment nobody decoded through (weight 0) left out
+    seg = {"inst": np.array([0, 0, 1, 2, 2]), "gap_ns": np.array([5.0, 7.0, 5.0, 5.0, 9.0])}
+    rank = stepgaps._rank_longest_first(seg["gap_ns"])
+    got = stepgaps.pooled_itl(seg, np.array([1, 2, 3, 4, 0]), rank, np.array([0, 0, 1]))
+    assert {k: v.tolist() for k, v in got.items()} == {"inst": [0, 0, 2], "gap_ns": [5.0, 7.0, 5.0], "n": [4, 2, 4]}

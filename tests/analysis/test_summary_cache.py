@@ -4,12 +4,15 @@ changed log, SLO or threshold is never served stale files."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from kvbench.analysis import cache
+from kvbench.analysis.runset import open_runs
 from kvbench.analysis.slo import parse_slo
+from kvbench.analysis.tables import prepare, side_connection
 from kvbench.present import summary
 from kvbench.records import Request
 from kvbench.run import RunOptions, execute
@@ -93,3 +96,30 @@ def test_transfers_missing_from_a_cache_are_paired_again_from_the_log(sim_run):
     again = summary.build(sim_run, cache_from=0)
     assert again == fresh and again["metrics"]["kv_transfer.count"] > 0
     assert "kv_transfers" in _files(sim_run)
+
+
+def test_a_cache_that_cannot_be_written_gives_the_same_summary(sim_run, tmp_path):
+    # RUN/.cache is a file: no table can be stored, so per_request (written straight to its cache file otherwise)
+    # is built as a table, and the samples and time series are read on the summary's own connection
+    run = tmp_path / "run"
+    shutil.copytree(sim_run, run, ignore=shutil.ignore_patterns(cache.CACHE_DIR))
+    (run / cache.CACHE_DIR).write_text("not a folder")
+    assert summary.build(run, cache_from=0) == summary.build(run)
+    assert (run / cache.CACHE_DIR).read_text() == "not a folder"
+
+
+def test_a_side_connection_reads_the_cache_files_and_only_those(sim_run):
+    slo = parse_slo("ttft=500")
+    con = open_runs([sim_run])
+    try:
+        prepare(con, slo)
+        assert side_connection(con, slo) is None  # no cache: per_request is this connection's own table
+        cache.enable(con, sim_run, 0)
+        summary.build(sim_run, slo, cache_from=0)  # writes the files for this SLO
+        side = side_connection(con, slo)
+        assert side is not None
+        query = "SELECT count(*), sum(ttft_ns), count(*) FILTER (WHERE good) FROM per_request"
+        assert side.execute(query).fetchall() == con.execute(query).fetchall()
+        side.close()
+    finally:
+        con.close()

@@ -10,7 +10,9 @@ log is pivoted and the cache written) and warm (reading that cache); CPU time an
 and the CPU time is also given normalised to 2.6 M heap events/s. --replay also times one `kvbench replay`
 without -q (the run, then the closing summary in the same process) into a fresh directory, for its peak RSS.
 --stages first runs one cold summary in this process and prints each DuckDB statement that took >= 50 ms (start,
-wall, process CPU: DuckDB's threads and the step-gap thread included) and the gaps between them (Python/numpy).
+wall, process CPU: DuckDB's threads and the step-gap thread included) and the gaps between them (Python/numpy);
+statements on the summary's second connections (the steps rows, the samples and time series: other threads) are
+marked "*" and overlap the others.
 """
 
 from __future__ import annotations
@@ -79,17 +81,21 @@ def make_run(run: Path, requests: int, quiet: bool = True) -> tuple[float, float
 
 
 class _Timed:
-    """A DuckDB connection whose execute() notes (start, wall, CPU, statement) in `log`."""
+    """A DuckDB connection whose execute() notes (start, wall, CPU, statement) in `log`; its cursors (the second
+    connections the summary runs statements on, on other threads) note theirs with a "*" before the statement."""
 
-    def __init__(self, con: object, log: list[tuple[float, float, float, str]], t0: float) -> None:
-        self._con, self._log, self._t0 = con, log, t0
+    def __init__(self, con: object, log: list[tuple[float, float, float, str]], t0: float, mark: str = "") -> None:
+        self._con, self._log, self._t0, self._mark = con, log, t0, mark
 
     def execute(self, query: str, *args: object) -> _Timed:
         start, cpu = time.perf_counter(), time.process_time()
         self._con.execute(query, *args)  # type: ignore[attr-defined]
-        what = " ".join(query.split())[:90]
+        what = self._mark + " ".join(query.split())[:90]
         self._log.append((start - self._t0, time.perf_counter() - start, time.process_time() - cpu, what))
         return self
+
+    def cursor(self) -> _Timed:
+        return _Timed(self._con.cursor(), self._log, self._t0, "* ")  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._con, name)
@@ -107,12 +113,13 @@ def stages(run: Path) -> None:
     summary.build(run)
     print(f"stages of one cold summary (load {os.getloadavg()[0]:.1f}): start s, wall s, CPU s, statement")
     end = 0.0
-    for start, wall, cpu, what in log:
-        if start - end >= 0.05:
+    for start, wall, cpu, what in sorted(log):
+        side = what.startswith("*")
+        if start - end >= 0.05 and not side:
             print(f"  {end:6.2f} {start - end:6.2f}      - (Python, numpy, fetches)")
         if wall >= 0.05:
             print(f"  {start:6.2f} {wall:6.2f} {cpu:6.2f} {what}")
-        end = start + wall
+        end = end if side else start + wall
     total = time.perf_counter() - t0
     print(f"  total wall {total:.2f} s, CPU {time.process_time() - cpu0:.2f} s (imports before it not counted)")
 

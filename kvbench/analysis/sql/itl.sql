@@ -1,6 +1,6 @@
 -- itl: the pooled inter-token gaps of successful requests, grouped by value: n gaps of gap_ns each.
 -- ITL statistics are weighted over these (each gap counts once), see token_gaps.sql for where gaps come from;
--- the simulator's gaps come already pooled per step segment from stepgaps.py (table step_itl).
+-- the simulator's gaps come already pooled per run and gap length from stepgaps.py (table step_itl).
 WITH g AS (
     SELECT run, gap_ns, n FROM event_gaps WHERE finished
     UNION ALL

@@ -1,4 +1,6 @@
--- per_request: one row per request (every request in the requests table or the event log).
+-- per_request: one row per request (every request in the requests table or the event log). A SELECT: analysis/tables.py
+-- makes it a temp table or writes it straight to the run's cache. per_request_base.sql computes all but tbt_ns and
+-- the SLO columns.
 --   arrival_ns = ARRIVE time (the intended release time), else requests.arrival_ns (requests cancelled unsent)
 --   arrived    = the log holds its ARRIVE event
 --   status     = FINISH | ERROR | REJECT | CANCEL, or RUNNING when the log holds no terminal event (killed run)
@@ -21,28 +23,8 @@
 --                e2e_ns <= $e2el_ns, tbt_ns <= $tbt_ns; NULL when its threshold is not given (a one-token
 --                request has no TPOT/TBT and meets those; a missing TTFT or E2E does not meet its SLO)
 --   good       = status FINISH and every given SLO met
-CREATE OR REPLACE TEMP TABLE per_request AS
-WITH joined AS (
-    SELECT coalesce(e.run, r.run) AS run, coalesce(e.req_id, r.req_id) AS req_id,
-           coalesce(e.arrive_ns, r.arrival_ns) AS arrival_ns, e.send_ns, e.first_ns, e.last_ns, e.end_ns,
-           e.arrive_ns IS NOT NULL AS arrived, coalesce(e.status, 'RUNNING') AS status,
-           CASE WHEN e.status IN ('ERROR', 'REJECT', 'CANCEL')
-                THEN trim(split_part(coalesce(e.detail, 'unknown'), ':', 1)) END AS reason,
-           coalesce(r.input_tokens, e.arrive_tokens) AS input_tokens,
-           CASE WHEN e.status = 'FINISH' THEN TRY_CAST(nullif(regexp_extract(
-               e.detail, '(?:^|;)\s*prompt_tokens=([0-9]+)', 1), '') AS BIGINT) END AS prompt_tokens,
-           coalesce(e.out_tokens, 0) AS output_tokens,
-           e.cached_tokens, r.trace_reuse_tokens, e.route_ns, e.prefill_start_ns, e.last_event_ns,
-           coalesce(e.prefill_instance, e.first_instance) AS instance,
-           coalesce(e.preemptions, 0) AS preemptions, coalesce(e.migrations, 0) AS migrations
-    FROM request_events e FULL OUTER JOIN requests r ON e.run = r.run AND e.req_id = r.req_id
-),
-timed AS (
-    SELECT j.*, first_ns - arrival_ns AS ttft_ns,
-           CASE WHEN output_tokens >= 2 THEN (last_ns - first_ns)::DOUBLE / (output_tokens - 1) END AS tpot_ns,
-           last_ns - arrival_ns AS e2e_ns, send_ns - arrival_ns AS lag_ns,
-           prefill_start_ns - coalesce(route_ns, send_ns) AS queue_ns, t.tbt_ns
-    FROM joined j LEFT JOIN tbt t ON j.run = t.run AND j.req_id = t.req_id
+WITH timed AS (
+    SELECT b.*, t.tbt_ns FROM per_request_base b LEFT JOIN tbt t ON b.run = t.run AND b.req_id = t.req_id
 ),
 met AS (
     SELECT *,
@@ -52,7 +34,7 @@ met AS (
         CASE WHEN $tbt_ns IS NOT NULL THEN coalesce(tbt_ns <= $tbt_ns, true) END AS tbt_met
     FROM timed
 )
-SELECT * EXCLUDE (route_ns, prefill_start_ns),
+SELECT *,
     coalesce(status = 'CANCEL' AND reason = 'interrupted' AND send_ns IS NULL, false) AS interrupted_unsent,
     status = 'FINISH' AND coalesce(ttft_met, true) AND coalesce(tpot_met, true) AND coalesce(e2el_met, true)
     AND coalesce(tbt_met, true) AS good
