@@ -12,7 +12,8 @@ from kvbench.config import ConfigError
 from kvbench.sim.cluster import ClusterCfg, PoolCfg, location
 from kvbench.sim.cost import StepCost
 from kvbench.sim.cost.config import cost_model
-from kvbench.sim.engine import Engine, EngineHost
+from kvbench.sim.engine import Engine
+from kvbench.sim.engine_types import EngineHost
 from kvbench.sim.hostmem import HostMemory
 from kvbench.sim.kvcache import InflightShare, Tier
 from kvbench.sim.loop import Loop
