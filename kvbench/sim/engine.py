@@ -112,12 +112,14 @@ class Engine:
     def join_decode(self, job: Job, steps: int, t: int) -> None:
         """Job (with its KV reserved here) joins the decode batch for `steps` more steps, at the next step boundary."""
         job.engine = self
-        if self.busy:
+        if self.busy:  # kick(t), written out: it joins at the step end, a long decode run is cut for it
             self.joining.append((job, steps))
-            self.kick(t)
+            if not self.hold and self.current.n_steps > 1:
+                self._cut(t)
             return
         self._join(job, steps)
-        self.kick(t)
+        if not self.hold:
+            self._plan(t)
 
     def _join(self, job: Job, steps: int) -> None:
         self.seq = seq = self.seq + 1

@@ -73,6 +73,8 @@ class SimTarget:
         self.model, self.gran = c.model, c.gran
         self.layerwise, self.prefix_caching = cfg.transfer.layerwise, cfg.prefix_caching
         self.frontend_ns = cfg.frontend_ns
+        self.reject_at_decode = bool(self.router.params.get("reject_at_decode"))
+        self.write_through = bool(c.write_through)  # tiers every prefill writes its blocks to (write_blocks)
         self.hostmem = c.hostmem
         self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
 
@@ -227,7 +229,7 @@ class SimTarget:
             return
         job.state = HANDOFF  # e.handoff(job), written out: its KV stays reserved on e until the transfer is done
         dec = job.decode
-        if self.router.params.get("reject_at_decode") and (why := decode_gate(job, dec, self.router)):
+        if self.reject_at_decode and (why := decode_gate(job, dec, self.router)):
             self.cluster.write_blocks(e, job.req.hash_ids, t)
             e.release(job, t)  # Mooncake's reject-at-each-stage baseline: the prefill's work is lost
             return self._end(t, job, REJECT, e.name, detail=f"slo: {why}")
@@ -236,7 +238,10 @@ class SimTarget:
             self._transfer(t, job, e, dec, overlap=True)
         else:
             dec.incoming.append(job)
-        self.cluster.write_blocks(e, job.req.hash_ids, t)  # after the transfer: a request never waits on its own write
+        if self.write_through:
+            self.cluster.write_blocks(
+                e, job.req.hash_ids, t
+            )  # after the transfer: a request never waits on its own write
 
     def incoming_ready(self, e: Engine, job: Job, t: int) -> None:
         """A decode engine found KV room for a waiting hand-off: its transfer starts now (no overlap left)."""
