@@ -52,7 +52,9 @@ class Cluster:
         "_p2d",
     )
 
-    def __init__(self, cfg: ClusterCfg, host: EngineHost, loop: Loop, rows: AppendStep, rng: random.Random) -> None:
+    def __init__(
+        self, cfg: ClusterCfg, host: EngineHost[Engine], loop: Loop, rows: AppendStep, rng: random.Random
+    ) -> None:
         self.cfg = cfg
         self.links = links = Links(loop, fair_links(cfg))
         for key, ref in (
@@ -217,7 +219,7 @@ def _check_pool(cfg: ClusterCfg, p: PoolCfg) -> None:
 
 def make_engines(
     cfg: ClusterCfg,
-    host: EngineHost,
+    host: EngineHost[Engine],
     loop: Loop,
     costs: dict[str, StepCost],
     links: Links,

@@ -8,16 +8,20 @@ A run is cut short (at the end of the step in flight) when new work arrives that
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from heapq import heappop, heappush
 
 from kvbench.records import PREFILL_START
 from kvbench.sim.cluster import PoolCfg
-from kvbench.sim.engine_types import Detached, EngineHost, RunningStep, Swap
+from kvbench.sim.engine_types import Detached, EngineHost, RunningStep
 from kvbench.sim.job import DECODE, HANDOFF, PREFILL, WAITING, Job
 from kvbench.sim.kvcache import Tier
 from kvbench.sim.loop import Loop
 from kvbench.sim.pricer import StepPricer
 from kvbench.sim.rows import AppendStep
+
+# Preemption by swap: (engine, victim out of the batch, t_ns) -> True when its KV went to DRAM (else recompute).
+Swap = Callable[["Engine", Job, int], bool]
 
 
 class Engine:
@@ -43,7 +47,7 @@ class Engine:
         pool: PoolCfg,
         kv_tokens: int,
         pricer: StepPricer,
-        host: EngineHost,
+        host: EngineHost[Engine],
         loop: Loop,
         prefix_block_tokens: int,
         hbm: Tier | None,

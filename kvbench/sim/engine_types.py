@@ -1,34 +1,32 @@
-"""The types around an engine: what it sees of its host, the callbacks it takes, the record of its step in flight."""
+"""The types around an engine: what it sees of its host, a callback it takes, the record of its step in flight."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol, TypeVar
 
 from kvbench.sim.job import Job
 from kvbench.sim.rows import EmitRow
 
-if TYPE_CHECKING:
-    from kvbench.sim.engine import Engine
+# The engine type (engine.py's Engine) is a parameter here, not an import: engine.py imports this module.
+E = TypeVar("E", contravariant=True)
 
 # Called when a job leaves the decode batch at a step boundary: (job, decode steps it still needs, t_ns).
 Detached = Callable[[Job, int, int], None]
-# Preemption by swap: (engine, victim out of the batch, t_ns) -> True when its KV went to DRAM (else recompute).
-Swap = Callable[["Engine", Job, int], bool]
 
 
-class EngineHost(Protocol):
+class EngineHost(Protocol[E]):
     """What an engine sees of the simulator: the event sink and the request lifecycle's four callbacks."""
 
     emit: EmitRow
 
-    def prefill_done(self, e: Engine, job: Job, t: int) -> None: ...
+    def prefill_done(self, e: E, job: Job, t: int) -> None: ...
 
-    def decode_done(self, e: Engine, job: Job, t: int) -> None: ...
+    def decode_done(self, e: E, job: Job, t: int) -> None: ...
 
-    def preempted(self, e: Engine, job: Job, t: int) -> None: ...
+    def preempted(self, e: E, job: Job, t: int) -> None: ...
 
-    def incoming_ready(self, e: Engine, job: Job, t: int) -> None: ...
+    def incoming_ready(self, e: E, job: Job, t: int) -> None: ...
 
 
 class RunningStep:
