@@ -12,7 +12,8 @@ from kvbench.config import ConfigError
 from kvbench.sim.cluster import ClusterCfg, PoolCfg, location
 from kvbench.sim.cost import StepCost
 from kvbench.sim.cost.config import cost_model
-from kvbench.sim.engine import Engine, EngineHost
+from kvbench.sim.engine import Engine
+from kvbench.sim.engine_types import EngineHost
 from kvbench.sim.hostmem import HostMemory
 from kvbench.sim.kvcache import InflightShare, Tier
 from kvbench.sim.loop import Loop
@@ -51,7 +52,9 @@ class Cluster:
         "_p2d",
     )
 
-    def __init__(self, cfg: ClusterCfg, host: EngineHost, loop: Loop, rows: AppendStep, rng: random.Random) -> None:
+    def __init__(
+        self, cfg: ClusterCfg, host: EngineHost[Engine], loop: Loop, rows: AppendStep, rng: random.Random
+    ) -> None:
         self.cfg = cfg
         self.links = links = Links(loop, fair_links(cfg))
         for key, ref in (
@@ -216,7 +219,7 @@ def _check_pool(cfg: ClusterCfg, p: PoolCfg) -> None:
 
 def make_engines(
     cfg: ClusterCfg,
-    host: EngineHost,
+    host: EngineHost[Engine],
     loop: Loop,
     costs: dict[str, StepCost],
     links: Links,

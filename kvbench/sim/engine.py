@@ -10,51 +10,18 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import Protocol
 
 from kvbench.records import PREFILL_START
 from kvbench.sim.cluster import PoolCfg
+from kvbench.sim.engine_types import Detached, EngineHost, RunningStep
 from kvbench.sim.job import DECODE, HANDOFF, PREFILL, WAITING, Job
 from kvbench.sim.kvcache import Tier
 from kvbench.sim.loop import Loop
 from kvbench.sim.pricer import StepPricer
-from kvbench.sim.rows import AppendStep, EmitRow
+from kvbench.sim.rows import AppendStep
 
-# Called when a job leaves the decode batch at a step boundary: (job, decode steps it still needs, t_ns).
-Detached = Callable[[Job, int, int], None]
 # Preemption by swap: (engine, victim out of the batch, t_ns) -> True when its KV went to DRAM (else recompute).
 Swap = Callable[["Engine", Job, int], bool]
-
-
-class EngineHost(Protocol):
-    """What an engine sees of the simulator: the event sink and the request lifecycle's four callbacks."""
-
-    emit: EmitRow
-
-    def prefill_done(self, e: Engine, job: Job, t: int) -> None: ...
-
-    def decode_done(self, e: Engine, job: Job, t: int) -> None: ...
-
-    def preempted(self, e: Engine, job: Job, t: int) -> None: ...
-
-    def incoming_ready(self, e: Engine, job: Job, t: int) -> None: ...
-
-
-class RunningStep:
-    """The batch step, or run of identical decode steps, an engine has in flight (one record per engine, reused)."""
-
-    __slots__ = ("t0_ns", "n_steps", "batch", "kv_tokens", "chunks", "prefill_tokens", "kv_blocks", "cut")
-
-    def __init__(self) -> None:
-        self.t0_ns = 0  # when it started
-        self.n_steps = 0  # decode steps in the run (1 for a step that carries prefill)
-        self.batch = 0  # decoding requests in it
-        self.kv_tokens = 0  # KV tokens of the decode batch when it started
-        self.chunks: list[tuple[Job, int]] | tuple[()] = ()  # (job, prefill tokens) computed in the step
-        self.prefill_tokens = 0  # sum of the chunks
-        self.kv_blocks = 0  # KV blocks in use when it started
-        # cut short already: it ends with the step that was in flight, so a later cut in it changes nothing
-        self.cut = False
 
 
 class Engine:
@@ -80,7 +47,7 @@ class Engine:
         pool: PoolCfg,
         kv_tokens: int,
         pricer: StepPricer,
-        host: EngineHost,
+        host: EngineHost[Engine],
         loop: Loop,
         prefix_block_tokens: int,
         hbm: Tier | None,
@@ -149,12 +116,14 @@ class Engine:
     def join_decode(self, job: Job, steps: int, t: int) -> None:
         """Job (with its KV reserved here) joins the decode batch for `steps` more steps, at the next step boundary."""
         job.engine = self
-        if self.busy:
+        if self.busy:  # kick(t), written out: it joins at the step end, a long decode run is cut for it
             self.joining.append((job, steps))
-            self.kick(t)
+            if not self.hold and self.current.n_steps > 1:
+                self._cut(t)
             return
         self._join(job, steps)
-        self.kick(t)
+        if not self.hold:
+            self._plan(t)
 
     def _join(self, job: Job, steps: int) -> None:
         self.seq = seq = self.seq + 1

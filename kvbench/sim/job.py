@@ -48,6 +48,7 @@ class Job:
         "parent",
         "base",
         "pending",
+        "xfer_link",
     )
 
     def __init__(self, req: Request) -> None:
@@ -74,3 +75,4 @@ class Job:
         self.parent: Job | None = None  # set on a part job: the request it computes a slice of
         self.base = 0  # context tokens whose KV lives on other engines (a part's offset): not reserved here
         self.pending = 0  # parts still computing
+        self.xfer_link = ""  # link of its P->D transfer in flight (its KV_XFER_END names it)

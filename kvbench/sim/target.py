@@ -41,7 +41,7 @@ from kvbench.sim.loop import Loop
 from kvbench.sim.router import ROUTERS, RouterState, decode_gate
 from kvbench.sim.rows import EmitRow, Row
 from kvbench.sim.star import Rescheduler
-from kvbench.sim.transfer import exposed_ns, message_count, overlapped_load_ns, send_all, transfer_ns
+from kvbench.sim.transfer import message_count, overlapped_load_ns, send_all, stream_lead_ns, transfer_ns
 
 if TYPE_CHECKING:  # annotations only: kvbench.target builds this module's SimTarget
     from kvbench.records import Emit
@@ -73,6 +73,8 @@ class SimTarget:
         self.model, self.gran = c.model, c.gran
         self.layerwise, self.prefix_caching = cfg.transfer.layerwise, cfg.prefix_caching
         self.frontend_ns = cfg.frontend_ns
+        self.reject_at_decode = bool(self.router.params.get("reject_at_decode"))
+        self.write_through = bool(c.write_through)  # tiers every prefill writes its blocks to (write_blocks)
         self.hostmem = c.hostmem
         self.landed_cb, self.arrive_cb = self._landed, self._arrive  # bound once: scheduled per request
 
@@ -217,7 +219,8 @@ class SimTarget:
             e.release(job, t)
             return self._end(t, job, FINISH, e.name, tokens=0)
         if job.decode is None:
-            self._first_token(t, job, e)
+            job.first_ns = t
+            emit((t, rid, FIRST_TOKEN, e.name, 1, job.cached, job.hit_tier, None, None))
             if job.n_out == 1:
                 e.release(job, t)
                 return self._finish(t, job, e)
@@ -226,7 +229,7 @@ class SimTarget:
             return
         job.state = HANDOFF  # e.handoff(job), written out: its KV stays reserved on e until the transfer is done
         dec = job.decode
-        if self.router.params.get("reject_at_decode") and (why := decode_gate(job, dec, self.router)):
+        if self.reject_at_decode and (why := decode_gate(job, dec, self.router)):
             self.cluster.write_blocks(e, job.req.hash_ids, t)
             e.release(job, t)  # Mooncake's reject-at-each-stage baseline: the prefill's work is lost
             return self._end(t, job, REJECT, e.name, detail=f"slo: {why}")
@@ -235,7 +238,10 @@ class SimTarget:
             self._transfer(t, job, e, dec, overlap=True)
         else:
             dec.incoming.append(job)
-        self.cluster.write_blocks(e, job.req.hash_ids, t)  # after the transfer: a request never waits on its own write
+        if self.write_through:
+            self.cluster.write_blocks(
+                e, job.req.hash_ids, t
+            )  # after the transfer: a request never waits on its own write
 
     def incoming_ready(self, e: Engine, job: Job, t: int) -> None:
         """A decode engine found KV room for a waiting hand-off: its transfer starts now (no overlap left)."""
@@ -253,23 +259,27 @@ class SimTarget:
         msgs = message_count(self.model, tokens, src.block_tokens, self.gran)
         shared, detail = c.p2d(src, dst)
         spec = shared.link
+        job.xfer_link = spec.name
         begin = t
         if overlap and self.layerwise:
             # Layer-wise streaming during the prefill: pretend the transfer began early enough that, on an idle
             # link, only the exposed tail is left after the prefill ends.
-            full = transfer_ns(spec, nbytes, msgs)
             p_ns = src.pricer.cost.prefill_ns(job.n_in - job.cached, job.cached)
-            begin = max(0, t - (full - exposed_ns(spec, nbytes, msgs, p_ns, self.model.n_layers)))
+            begin = t - stream_lead_ns(spec, nbytes, msgs, p_ns, self.model.n_layers)
+            if begin < 0:
+                begin = 0
         if begin < t:  # the event marks the exposed tail (what TTFT pays); the detail keeps the wire's start
             detail = f"{detail} layerwise_from_ns={begin}"
         self.emit((t, job.rid, KV_XFER_START, src.name, tokens, None, spec.name, nbytes, detail))
         shared.send(begin, nbytes, msgs, self.landed_cb, job)
 
     def _landed(self, t: int, job: Job) -> None:
-        link = self.cluster.p2d(job.engine, job.decode)[0].link.name
-        self.emit((t, job.rid, KV_XFER_END, job.decode.name, job.ctx, None, link, job.ctx * self.kv_bytes, None))
+        dec, ctx = job.decode, job.ctx
+        self.emit((t, job.rid, KV_XFER_END, dec.name, ctx, None, job.xfer_link, ctx * self.kv_bytes, None))
         job.engine.release(job, t)
-        self.decode_landed(t, job)
+        if self.hostmem.landing and self.hostmem.land(t, job, self._in_hbm):  # decode_landed, written out
+            return
+        self._in_hbm(t, job)
 
     def decode_landed(self, t: int, job: Job) -> None:
         """The prompt's KV is on the decode node: in HBM now, or first in DRAM (kv_landing = "dram")."""
@@ -282,16 +292,13 @@ class SimTarget:
         dec = job.decode
         emit, rid = self.emit, job.rid
         job.engine = dec
-        self._first_token(t, job, dec)
+        job.first_ns = t
+        emit((t, rid, FIRST_TOKEN, dec.name, 1, job.cached, job.hit_tier, None, None))
         if job.n_out == 1:
             dec.release(job, t)
             return self._finish(t, job, dec)
         emit((t, rid, DECODE_START, dec.name, None, None, None, None, None))
         dec.join_decode(job, dec.pricer.steps_for(job.n_out - 1), t)
-
-    def _first_token(self, t: int, job: Job, e: Engine) -> None:
-        job.first_ns = t
-        self.emit((t, job.rid, FIRST_TOKEN, e.name, 1, job.cached, job.hit_tier, None, None))
 
     def decode_done(self, e: Engine, job: Job, t: int) -> None:
         e.cache(job)

@@ -83,7 +83,13 @@ def crossover_bytes(link: LinkSpec, messages: int = 1) -> int:
 
 
 def exposed_ns(link: LinkSpec, nbytes: int, messages: int, prefill_ns: int, layers: int) -> int:
-    """Transfer time left after a prefill that streams KV layer by layer (only this part delays TTFT).
+    """Transfer time left after a prefill that streams KV layer by layer (only this part delays TTFT)."""
+    return transfer_ns(link, nbytes, messages) - stream_lead_ns(link, nbytes, messages, prefill_ns, layers)
+
+
+def stream_lead_ns(link: LinkSpec, nbytes: int, messages: int, prefill_ns: int, layers: int) -> int:
+    """How long before the end of a prefill of `prefill_ns` a transfer streaming its KV layer by layer began, on an
+    idle link: its whole time (transfer_ns) less the part exposed after the prefill (exposed_ns).
 
     Layer j's KV is ready at (j+1)*P/L and its share x = latency(ceil(messages/L)) + wire(bytes/L) is sent after
     it, one layer after another on the link; the per-request overhead is paid once when layer 0 is ready. The
@@ -92,13 +98,13 @@ def exposed_ns(link: LinkSpec, nbytes: int, messages: int, prefill_ns: int, laye
     — only the last layer's transfer when the link keeps up with the prefill (Splitwise), more when it does not.
     """
     if messages <= 0 or layers <= 0:
-        return 0
+        return transfer_ns(link, nbytes, messages)  # none of it exposed (exposed_ns = 0)
+    per_request, alpha, out, bps = link.per_request_ns, link.alpha_ns, link.outstanding, link.effective_bytes_per_s
+    full = per_request + -(-messages // out) * alpha + int(nbytes * NS_PER_S / bps)
     per_layer_msgs = -(-messages // layers)
-    x = -(-per_layer_msgs // link.outstanding) * link.alpha_ns + int(
-        nbytes // layers * NS_PER_S / link.effective_bytes_per_s
-    )
-    behind = link.per_request_ns + layers * x - prefill_ns * (layers - 1) // layers
-    return x if x > behind else behind
+    x = -(-per_layer_msgs // out) * alpha + int(nbytes // layers * NS_PER_S / bps)
+    behind = per_request + layers * x - prefill_ns * (layers - 1) // layers
+    return full - (x if x > behind else behind)
 
 
 def overlapped_load_ns(load_ns: int, prefill_ns: int, layers: int) -> int:

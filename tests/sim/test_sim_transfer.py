@@ -12,6 +12,7 @@ from kvbench.sim.transfer import (
     exposed_ns,
     messages_for,
     rtt_bound,
+    stream_lead_ns,
     transfer_ns,
 )
 
@@ -93,6 +94,18 @@ def test_layerwise_streaming_exposed_when_the_link_is_slower_than_prefill() -> N
     # a per-request overhead is paid once on top: 500 + 8000 - 3000
     slow = spec.link_from({"alpha_ns": 1000, "bytes_per_s": 1e9, "per_request_ns": 500}, "toy2")
     assert exposed_ns(slow, 4000, 4, 4_000, 4) == 5500
+
+
+def test_a_layerwise_stream_began_its_whole_time_less_the_exposed_part_before_the_prefill_end() -> None:
+    # the whole transfer: 4 messages x 1000 ns + 4000 B at 1 GB/s = 8000 ns; 2000 ns of it exposed after a
+    # 40,000 ns prefill, 5000 ns after a 4,000 ns one, 5500 ns (of 8500) with a 500 ns per-request overhead
+    assert stream_lead_ns(LINK, 4000, 4, 40_000, 4) == 8000 - 2000
+    assert stream_lead_ns(LINK, 4000, 4, 4_000, 4) == 8000 - 5000
+    slow = spec.link_from({"alpha_ns": 1000, "bytes_per_s": 1e9, "per_request_ns": 500}, "toy2")
+    assert stream_lead_ns(slow, 4000, 4, 4_000, 4) == 8500 - 5500
+    # no layers (or messages): exposed_ns counts none of it as exposed, so it all ran before the prefill end
+    assert stream_lead_ns(LINK, 4000, 4, 40_000, 0) == 8000
+    assert exposed_ns(LINK, 4000, 4, 40_000, 0) == 0
 
 
 def test_shared_link_is_fifo_on_the_wire() -> None:
