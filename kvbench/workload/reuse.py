@@ -10,6 +10,9 @@ import numpy as np
 
 BITMAP_IDS = 1 << 28  # ids below this live in a bitmap (at most 32 MiB; Mooncake ids are dense from 0)
 SET_CAP = 2_000_000  # sparse ids (content hashes) go to a set; past this many, tracking stops (NULL reuse)
+# Batches of fewer chains go chain by chain: the numpy passes cost tens of µs a batch, whatever its size (a
+# real-time run tops up one request at a time, and a batch of one through numpy cost its client ~30 µs a request).
+NUMPY_BATCH = 256
 
 
 class SeenBlocks:
@@ -45,10 +48,15 @@ class SeenBlocks:
             self.add(ids[hit:])
         return hit
 
-    def observe_many(self, chains: Sequence[tuple[int, ...]], observed: Sequence[bool]) -> list[int | None]:
+    def observe_many(
+        self, chains: Sequence[tuple[int, ...]], observed: Sequence[bool], numpy_from: int = NUMPY_BATCH
+    ) -> list[int | None]:
         """For each chain in turn, as one call each would: observe() it where `observed` says so (its leading hits,
         or None once tracking has stopped, without adding it), else add() it (None). A batch of dense ids goes in a
-        few numpy passes, ~10x fewer instructions than chain by chain; any other batch goes chain by chain."""
+        few numpy passes, ~10x fewer instructions than chain by chain, if it holds `numpy_from` chains or more; any
+        other batch goes chain by chain."""
+        if len(chains) < numpy_from:
+            return [self._one(ids, counted) for ids, counted in zip(chains, observed)]
         lengths = np.fromiter(map(len, chains), np.int64, len(chains))
         flat = _int64s(chains, int(lengths.sum())) if self.enabled else None
         if flat is None or (flat.size and (flat.min() < 0 or flat.max() >= BITMAP_IDS)):
