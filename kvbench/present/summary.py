@@ -65,9 +65,9 @@ def _document(
     side = side_connection(con, slo)  # the samples and time series beside the figures, when both can read the cache
     try:
         with ThreadPoolExecutor(1) as pool:
-            later = pool.submit(_per_request_parts, side, manifest, bucket_s, slo) if side else None
+            later = pool.submit(_samples_and_series, side, manifest, bucket_s, slo) if side else None
             figs = figures(con, slo)
-            sampled, series = later.result() if later else _per_request_parts(con, manifest, bucket_s, slo)
+            sampled, series = later.result() if later else _samples_and_series(con, manifest, bucket_s, slo)
     finally:
         if side:
             side.close()
@@ -88,7 +88,7 @@ def _document(
     }
 
 
-def _per_request_parts(
+def _samples_and_series(
     con: duckdb.DuckDBPyConnection, manifest: dict[str, Any], bucket_s: float, slo: Slo
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """summary.json's bootstrap samples and time series."""
